@@ -1,0 +1,41 @@
+// Package blockdev defines a block device: a file LUN over the store, an
+// iSCSI initiator session, a RAID member and a RAID volume are all Devices,
+// so they stack (iRAID is a Device over iSCSI Devices).
+package blockdev
+
+import (
+	"context"
+	"errors"
+)
+
+var (
+	// ErrOutOfRange is returned for I/O beyond Size().
+	ErrOutOfRange = errors.New("blockdev: I/O out of range")
+	// ErrMisaligned is returned for I/O not aligned to BlockSize().
+	ErrMisaligned = errors.New("blockdev: misaligned I/O")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("blockdev: device closed")
+)
+
+// Device is a fixed-size array of blocks. Offsets and lengths are in bytes
+// and must be multiples of BlockSize(). Implementations are safe for
+// concurrent use (many commands in flight).
+type Device interface {
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+	WriteAt(ctx context.Context, p []byte, off int64) (int, error)
+	// Flush makes every completed write durable (SYNCHRONIZE CACHE).
+	Flush(ctx context.Context) error
+	Size() int64
+	BlockSize() int
+	Close() error
+}
+
+// Unmapper deallocates a range (SCSI UNMAP); later reads return zeros.
+type Unmapper interface {
+	Unmap(ctx context.Context, off, n int64) error
+}
+
+// FUAWriter writes with Force Unit Access: the data is durable when it returns.
+type FUAWriter interface {
+	WriteAtFUA(ctx context.Context, p []byte, off int64) (int, error)
+}

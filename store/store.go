@@ -1,0 +1,203 @@
+// Package store defines the one place tristore keeps data. Every front end
+// (S3, NFS, iSCSI) reads and writes through a Store, so an object PUT over S3
+// is a file over NFS and a LUN is an object.
+//
+// Error contract: methods return the sentinel errors below (possibly wrapped
+// with %w) and nothing else for the conditions they name; each front end
+// translates them to its protocol's codes in exactly one place.
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+)
+
+// Sentinel errors. Wrap with fmt.Errorf("...: %w", ErrX) to add context.
+var (
+	ErrNoSuchBucket      = errors.New("no such bucket")
+	ErrBucketExists      = errors.New("bucket already exists")
+	ErrBucketNotEmpty    = errors.New("bucket not empty")
+	ErrInvalidBucketName = errors.New("invalid bucket name")
+	ErrNoSuchKey         = errors.New("no such key")
+	ErrInvalidKey        = errors.New("invalid key")                        // "..", NUL, too long, reserved name, escapes the tree
+	ErrKeyConflict       = errors.New("key conflicts with an existing key") // e.g. "a" is a file and "a/b" is wanted
+	ErrInvalidRange      = errors.New("invalid range")
+	ErrNoSuchUpload      = errors.New("no such upload")
+	ErrInvalidPart       = errors.New("invalid part")       // unknown part number or ETag mismatch
+	ErrInvalidPartOrder  = errors.New("invalid part order") // parts not in ascending order
+	ErrEntityTooSmall    = errors.New("entity too small")   // a non-last part under MinPartSize
+	ErrIncompleteBody    = errors.New("incomplete body")    // reader ended before size bytes
+	ErrBadDigest         = errors.New("bad digest")         // content did not match a supplied checksum
+	ErrNoSpace           = errors.New("no space left on device")
+	ErrReadOnly          = errors.New("read-only")
+	ErrNotSupported      = errors.New("operation not supported by this backend")
+)
+
+// MinPartSize is the smallest size of any multipart part except the last, as in S3.
+const MinPartSize = 5 << 20
+
+// MaxKeyLen is the longest object key accepted, in bytes (S3's limit).
+const MaxKeyLen = 1024
+
+// ReservedPrefix starts every name tristore keeps for itself (temp files,
+// the system directory). Keys with a path component starting with it are
+// refused, and such names are hidden from listings.
+const ReservedPrefix = ".tristore"
+
+// BucketInfo describes a bucket.
+type BucketInfo struct {
+	Name    string
+	Created time.Time
+	Owner   string // access-control owner (user name); "" if unknown
+}
+
+// ObjectMeta is what a writer supplies with an object and what is kept with it.
+type ObjectMeta struct {
+	ContentType string
+	// UserMeta holds x-amz-meta-* values; keys are lower-case without the prefix.
+	UserMeta map[string]string
+	// Headers holds the standard headers kept verbatim: Cache-Control,
+	// Content-Disposition, Content-Encoding, Content-Language, Expires
+	// (canonical header names as keys).
+	Headers map[string]string
+	// Checksums holds verified additional checksums (e.g. "CRC32C" -> base64).
+	Checksums map[string]string
+	// ACL is an opaque access-control document kept for the front end (e.g. a canned ACL name).
+	ACL   string
+	Owner string
+}
+
+// PartInfo describes one part of a multipart upload (or of a completed multipart object).
+type PartInfo struct {
+	Number  int
+	Size    int64
+	ETag    string // quoted-less hex MD5 of the part
+	ModTime time.Time
+}
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Bucket  string
+	Key     string
+	Size    int64
+	ModTime time.Time
+	// ETag is the S3 ETag without quotes: hex MD5 for single PUTs,
+	// "hexmd5-of-md5s-N" for multipart objects.
+	ETag string
+	Meta ObjectMeta
+	// Parts lists the parts of a multipart object (for GET ?partNumber=), nil otherwise.
+	Parts []PartInfo
+}
+
+// ListOptions selects keys for List. Keys come back in S3 order (byte-wise
+// lexicographic order of the UTF-8 key).
+type ListOptions struct {
+	Prefix    string
+	Delimiter string // "" or "/" (other delimiters may return ErrNotSupported)
+	// After: only keys (and common prefixes) strictly greater than this are returned.
+	After string
+	Limit int // maximum number of Objects+CommonPrefixes; <=0 means 1000
+}
+
+// ListResult is one page of a listing.
+type ListResult struct {
+	Objects        []ObjectInfo
+	CommonPrefixes []string
+	IsTruncated    bool
+	// NextAfter is the value to pass as ListOptions.After for the next page
+	// (the last key or common prefix returned) when IsTruncated.
+	NextAfter string
+}
+
+// Store is the object view of the data tree. Implementations must be safe
+// for concurrent use. A Put is atomic and durable: once it returns nil the
+// new content survives a crash, and no reader ever sees a partial object.
+type Store interface {
+	ListBuckets(ctx context.Context) ([]BucketInfo, error)
+	CreateBucket(ctx context.Context, bucket, owner string) error // ErrBucketExists, ErrInvalidBucketName
+	StatBucket(ctx context.Context, bucket string) (BucketInfo, error)
+	DeleteBucket(ctx context.Context, bucket string) error // ErrBucketNotEmpty
+
+	// Put stores size bytes from r (size < 0: read to EOF) under key,
+	// replacing any old object atomically. If r yields fewer than size bytes
+	// it returns ErrIncompleteBody and the old object (if any) is untouched.
+	Put(ctx context.Context, bucket, key string, r io.Reader, size int64, meta ObjectMeta) (ObjectInfo, error)
+	// Get returns n bytes from offset off (n < 0: to the end). An offset past
+	// the end returns ErrInvalidRange. The reader reads one consistent version.
+	Get(ctx context.Context, bucket, key string, off, n int64) (io.ReadCloser, ObjectInfo, error)
+	Stat(ctx context.Context, bucket, key string) (ObjectInfo, error)
+	Delete(ctx context.Context, bucket, key string) error // deleting a missing key returns ErrNoSuchKey
+	List(ctx context.Context, bucket string, opts ListOptions) (ListResult, error)
+}
+
+// MetaUpdater replaces the metadata of an existing object without rewriting
+// its content (used by PutObjectAcl and CopyObject onto itself).
+type MetaUpdater interface {
+	UpdateMeta(ctx context.Context, bucket, key string, meta ObjectMeta) (ObjectInfo, error)
+}
+
+// BucketConfigurer keeps small per-bucket documents (ACL, policy, ...) by name.
+// GetBucketConfig returns ("", nil) when the document is not set.
+type BucketConfigurer interface {
+	GetBucketConfig(ctx context.Context, bucket, name string) (string, error)
+	SetBucketConfig(ctx context.Context, bucket, name, value string) error // value "" deletes
+}
+
+// Upload describes an in-progress multipart upload.
+type Upload struct {
+	Bucket, Key, UploadID string
+	Initiated             time.Time
+	Meta                  ObjectMeta
+}
+
+// CompletePart names a part in CompleteMultipart.
+type CompletePart struct {
+	Number int
+	ETag   string // without quotes
+}
+
+// Multiparter is implemented by stores that support S3 multipart uploads.
+// CompleteMultipart checks order (ErrInvalidPartOrder), existence and ETag
+// (ErrInvalidPart) and sizes (ErrEntityTooSmall), then publishes atomically
+// with ETag hex(md5(concat(binary part md5s)))-N.
+type Multiparter interface {
+	CreateMultipart(ctx context.Context, bucket, key string, meta ObjectMeta) (uploadID string, err error)
+	PutPart(ctx context.Context, bucket, key, uploadID string, number int, r io.Reader, size int64) (PartInfo, error)
+	ListParts(ctx context.Context, bucket, key, uploadID string) ([]PartInfo, Upload, error)
+	CompleteMultipart(ctx context.Context, bucket, key, uploadID string, parts []CompletePart) (ObjectInfo, error)
+	AbortMultipart(ctx context.Context, bucket, key, uploadID string) error
+	ListMultipartUploads(ctx context.Context, bucket, prefix string) ([]Upload, error)
+}
+
+// File is random access to one object's bytes, for block volumes and file
+// protocols. Writes through a File change the object in place (they are not
+// atomic like Put); Sync makes them durable.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Truncate(size int64) error
+	Size() (int64, error)
+	Close() error
+}
+
+// Filer opens objects for random access. flag is as for os.OpenFile
+// (os.O_CREATE creates a new empty object; parent "directories" are made).
+type Filer interface {
+	OpenFile(ctx context.Context, bucket, key string, flag int, perm os.FileMode) (File, error)
+}
+
+// HolePuncher is implemented by Files that can deallocate a range (UNMAP, WRITE SAME with UNMAP).
+type HolePuncher interface {
+	PunchHole(off, n int64) error
+}
+
+// LocalPather is implemented by stores whose data is a local directory tree
+// (the embedded posix backend). The vfs layer serves NFS from that tree.
+type LocalPather interface {
+	// Root is the absolute path of the data tree.
+	Root() string
+}
