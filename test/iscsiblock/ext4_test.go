@@ -1,0 +1,201 @@
+package iscsiblock
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/blockdev"
+	"github.com/tristore/tristore/fusefs/blockfile"
+	"github.com/tristore/tristore/internal/testutil"
+)
+
+// fileDev is a Device over a local file: the reference the iSCSI-backed
+// runs are compared with, and a way to test the FUSE+loop path alone.
+type fileDev struct {
+	f  *os.File
+	sz int64
+}
+
+func openFileDev(t *testing.T, path string, size int64) *fileDev {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return &fileDev{f: f, sz: size}
+}
+
+func (d *fileDev) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
+	if off%512 != 0 || len(p)%512 != 0 {
+		return 0, blockdev.ErrMisaligned
+	}
+	return d.f.ReadAt(p, off)
+}
+func (d *fileDev) WriteAt(_ context.Context, p []byte, off int64) (int, error) {
+	if off%512 != 0 || len(p)%512 != 0 {
+		return 0, blockdev.ErrMisaligned
+	}
+	return d.f.WriteAt(p, off)
+}
+func (d *fileDev) Flush(context.Context) error { return d.f.Sync() }
+func (d *fileDev) Size() int64                 { return d.sz }
+func (d *fileDev) BlockSize() int              { return 512 }
+func (d *fileDev) Close() error                { return d.f.Close() }
+
+func run(t *testing.T, timeout time.Duration, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// quiet runs a cleanup command and ignores its failure (the thing it
+// removes may already be gone).
+func quiet(name string, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(ctx, name, args...).Run()
+}
+
+// stack is one FUSE mount + loop device + (optionally) ext4 mount.
+type stack struct {
+	srv  *blockfile.Server
+	fuse string
+	loop string
+	mnt  string
+}
+
+// up mounts dev through FUSE, attaches a loop device to the file and, if
+// mnt is not empty, mounts the ext4 on it. Cleanups are registered first,
+// so a failure half way still leaves nothing behind.
+func up(t *testing.T, dev blockdev.Device, mnt string, mkfs bool) *stack {
+	t.Helper()
+	s := &stack{fuse: t.TempDir(), mnt: mnt}
+	srv, err := blockfile.Mount(s.fuse, dev, blockfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv = srv
+	t.Cleanup(func() { s.down(t) })
+	s.loop = run(t, time.Minute, "losetup", "-f", "--show", filepath.Join(s.fuse, "lun"))
+	if mkfs {
+		run(t, 3*time.Minute, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", s.loop)
+	}
+	run(t, time.Minute, "mount", "-t", "ext4", s.loop, mnt)
+	return s
+}
+
+// down unmounts in reverse order; safe to call twice.
+func (s *stack) down(t *testing.T) {
+	if s.mnt != "" {
+		quiet("umount", s.mnt)
+		s.mnt = ""
+	}
+	if s.loop != "" {
+		quiet("losetup", "-d", s.loop)
+		s.loop = ""
+	}
+	if s.srv != nil {
+		var err error
+		for i := 0; i < 50; i++ { // the loop device may release the file a moment later
+			if err = s.srv.Unmount(); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("fuse unmount: %v", err)
+			quiet("umount", "-l", s.fuse)
+		}
+		s.srv = nil
+	}
+}
+
+// ext4RoundTrip formats ext4 on the device open() returns (through FUSE
+// and a loop device), writes files, tears everything down, opens the
+// device again and verifies every file's checksum.
+func ext4RoundTrip(t *testing.T, open func(t *testing.T) blockdev.Device) {
+	testutil.NeedRoot(t, "losetup and mount need root")
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse on this machine")
+	}
+	for _, c := range []string{"losetup", "mkfs.ext4", "mount", "umount"} {
+		testutil.NeedCmd(t, c)
+	}
+	mnt := t.TempDir()
+	rng := rand.New(rand.NewPCG(7, 9))
+	sums := map[string][32]byte{}
+
+	dev := open(t)
+	s := up(t, dev, mnt, true)
+	for i := 0; i < 12; i++ {
+		data := make([]byte, 1+rng.IntN(900<<10))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		name := fmt.Sprintf("f%02d.bin", i)
+		if err := os.WriteFile(filepath.Join(mnt, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sums[name] = sha256.Sum256(data)
+	}
+	// one file written with O_SYNC, as a database would
+	f, err := os.OpenFile(filepath.Join(mnt, "sync.bin"), os.O_CREATE|os.O_WRONLY|os.O_SYNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncData := bytes.Repeat([]byte("o_sync "), 10000)
+	if _, err := f.Write(syncData); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sums["sync.bin"] = sha256.Sum256(syncData)
+	s.down(t)
+	if err := dev.Close(); err != nil {
+		t.Fatalf("close device: %v", err)
+	}
+
+	dev = open(t)
+	defer dev.Close()
+	s = up(t, dev, mnt, false)
+	for name, want := range sums {
+		got, err := os.ReadFile(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sha256.Sum256(got) != want {
+			t.Fatalf("%s: checksum mismatch after remount", name)
+		}
+	}
+	run(t, 3*time.Minute, "umount", mnt)
+	s.mnt = ""
+	// the file system must be clean after a proper unmount
+	out, err := exec.Command("e2fsck", "-fn", s.loop).CombinedOutput()
+	if err != nil {
+		t.Fatalf("e2fsck after remount: %v\n%s", err, out)
+	}
+	s.down(t)
+}
+
+// TestExt4OverFUSEFile checks the FUSE + loop + ext4 path over a plain
+// local file, without iSCSI in between.
+func TestExt4OverFUSEFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk.img")
+	ext4RoundTrip(t, func(t *testing.T) blockdev.Device { return openFileDev(t, path, 64<<20) })
+}
