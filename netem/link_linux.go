@@ -1,0 +1,306 @@
+package netem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// Side names one end of a link.
+type Side int
+
+const (
+	ClientSide Side = iota
+	ServerSide
+)
+
+func (s Side) String() string {
+	if s == ServerSide {
+		return "server"
+	}
+	return "client"
+}
+
+// Link is a running emulated link between two namespaces.
+type Link struct {
+	cfg            Config
+	client, server *side
+	clk            clock
+	up, down       *dirCounters
+	upSched        *scheduler
+	downSched      *scheduler
+	wg             sync.WaitGroup
+	closeOnce      sync.Once
+	closeErr       error
+	done           chan struct{}
+	fwdErr         chan error
+	log            *slog.Logger
+}
+
+// Start validates cfg, creates the two namespaces and their TUN devices
+// and starts the forwarder. Everything is removed again by Close, and by
+// Start itself if it fails halfway. ctx only bounds setup; stop the link
+// with Close.
+func Start(ctx context.Context, cfg Config) (l *Link, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := CheckHost(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Name == "" {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		cfg.Name = fmt.Sprintf("ts-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+	}
+	l = &Link{cfg: cfg, clk: newClock(), done: make(chan struct{}), fwdErr: make(chan error, 2), log: slog.Default()}
+	defer func() {
+		if err != nil {
+			l.Close()
+			l = nil
+		}
+	}()
+	// The devices live in their own namespaces, so one fixed name each is
+	// unique; several links at once differ by namespace.
+	if l.client, err = newSide(cfg.Name+"-c", "tsc0", cfg.ClientAddr, cfg.PrefixLen, cfg.MTU); err != nil {
+		return l, err
+	}
+	if err := ctx.Err(); err != nil {
+		return l, err
+	}
+	if l.server, err = newSide(cfg.Name+"-s", "tss0", cfg.ServerAddr, cfg.PrefixLen, cfg.MTU); err != nil {
+		return l, err
+	}
+	l.up = newDirCounters("up", true)
+	l.down = newDirCounters("down", false)
+	pool := newBufPool(cfg.MTU)
+	l.upSched = l.direction(l.client.tun, l.server.tun, NewChain(cfg.Up, cfg.Reorder, cfg.Seed), l.up, pool)
+	l.downSched = l.direction(l.server.tun, l.client.tun, NewChain(cfg.Down, cfg.Reorder, cfg.Seed+1), l.down, pool)
+	return l, nil
+}
+
+// bufPool recycles packet buffers so the forwarder allocates nothing per
+// packet in steady state.
+type bufPool struct{ p sync.Pool }
+
+func newBufPool(mtu int) *bufPool {
+	bp := &bufPool{}
+	bp.p.New = func() any { b := make([]byte, mtu+64); return &Packet{buf: b} }
+	return bp
+}
+func (bp *bufPool) get() *Packet  { return bp.p.Get().(*Packet) }
+func (bp *bufPool) put(p *Packet) { p.Data = nil; bp.p.Put(p) }
+
+// direction starts the reader and the delivery goroutine of one direction.
+func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool *bufPool) *scheduler {
+	sched := newScheduler(l.clk, func(batch []*Packet) {
+		for _, p := range batch {
+			if _, err := to.Write(p.Data); err == nil {
+				ctr.delivered1(len(p.Data))
+			}
+			pool.put(p)
+		}
+	})
+	l.wg.Add(2)
+	go func() {
+		defer l.wg.Done()
+		for _, p := range sched.run(false) {
+			pool.put(p)
+		}
+	}()
+	go func() {
+		defer l.wg.Done()
+		defer l.recoverForwarder()
+		for {
+			p := pool.get()
+			n, err := from.Read(p.buf)
+			if err != nil {
+				pool.put(p)
+				select {
+				case <-l.done:
+				default:
+					l.fwdErr <- fmt.Errorf("netem: forwarder %s: %w", ctr.name, err)
+				}
+				return
+			}
+			p.Data = p.buf[:n]
+			ctr.ingress(p.Data)
+			now := l.clk.now()
+			p.Arrive, p.Due = now, now
+			if v := chain.Process(p); v != Pass {
+				ctr.drop(v)
+				pool.put(p)
+				continue
+			}
+			sched.Push(p)
+		}
+	}()
+	return sched
+}
+
+// recoverForwarder turns a forwarder panic into teardown plus an error
+// instead of a crash that would leave namespaces behind.
+func (l *Link) recoverForwarder() {
+	if r := recover(); r != nil {
+		buf := make([]byte, 8<<10)
+		buf = buf[:runtime.Stack(buf, false)]
+		l.log.Error("netem: forwarder panic; tearing the link down", "panic", r, "stack", string(buf))
+		select {
+		case l.fwdErr <- fmt.Errorf("netem: forwarder panic: %v", r):
+		default:
+		}
+		go l.Close()
+	}
+}
+
+// Err returns a channel that yields an error if the forwarder fails.
+func (l *Link) Err() <-chan error { return l.fwdErr }
+
+// Config returns the effective configuration (defaults filled in).
+func (l *Link) Config() Config { return l.cfg }
+
+// ClientAddr and ServerAddr are the addresses of the two ends.
+func (l *Link) ClientAddr() netip.Addr { return l.cfg.ClientAddr }
+func (l *Link) ServerAddr() netip.Addr { return l.cfg.ServerAddr }
+
+// Namespace returns the name of a side's namespace (for `ip netns exec`).
+func (l *Link) Namespace(s Side) string {
+	if s == ServerSide {
+		return l.cfg.Name + "-s"
+	}
+	return l.cfg.Name + "-c"
+}
+
+// Counters returns a snapshot of the counters.
+func (l *Link) Counters() Counters { return snapshot(l.up, l.down) }
+
+// Close stops the forwarder and removes devices and namespaces. Processes
+// started with Command are the caller's to stop (they lose their network).
+func (l *Link) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.done)
+		var errs []error
+		// Closing the TUN files wakes the readers; the devices vanish
+		// with their last fd.
+		for _, s := range []*side{l.client, l.server} {
+			if s != nil && s.tun != nil {
+				errs = append(errs, s.tun.Close())
+			}
+		}
+		for _, s := range []*scheduler{l.upSched, l.downSched} {
+			if s != nil {
+				s.stop()
+			}
+		}
+		l.wg.Wait()
+		for _, s := range []*side{l.client, l.server} {
+			if s != nil {
+				s.tun = nil
+				errs = append(errs, s.close())
+			}
+		}
+		l.closeErr = errors.Join(errs...)
+	})
+	return l.closeErr
+}
+
+func (l *Link) sideOf(s Side) *side {
+	if s == ServerSide {
+		return l.server
+	}
+	return l.client
+}
+
+// Do runs fn on a locked OS thread inside a side's namespace. Sockets fn
+// creates on this goroutine belong to that namespace; goroutines fn starts
+// do not (use DialContext/Listen for those, e.g. in an http.Transport).
+func (l *Link) Do(s Side, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(l.sideOf(s).ns); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("entering %s namespace: %w", s, err)
+	}
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		// Leave the thread locked: it exits with this goroutine rather
+		// than running other goroutines in the wrong namespace.
+		return errors.Join(ferr, fmt.Errorf("leaving %s namespace: %w", s, err))
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// RunClient runs fn in the client namespace (see Do).
+func (l *Link) RunClient(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.Do(ClientSide, fn)
+}
+
+// DialContext dials from the client namespace; use it as an
+// http.Transport's DialContext so every connection crosses the link.
+func (l *Link) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := l.Do(ClientSide, func() error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// Listen opens a listener in a side's namespace (e.g. an in-process server
+// on ServerAddr).
+func (l *Link) Listen(s Side, network, addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := l.Do(s, func() error {
+		var err error
+		ln, err = net.Listen(network, addr)
+		return err
+	})
+	return ln, err
+}
+
+// ListenPacket opens a packet socket in a side's namespace.
+func (l *Link) ListenPacket(s Side, network, addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := l.Do(s, func() error {
+		var err error
+		pc, err = net.ListenPacket(network, addr)
+		return err
+	})
+	return pc, err
+}
+
+// Command returns a command that runs in a side's namespace. It enters the
+// namespace with nsenter(1) (util-linux), which execs the program, so the
+// process is the program itself and signals reach it directly.
+func (l *Link) Command(ctx context.Context, s Side, name string, args ...string) *exec.Cmd {
+	path := filepath.Join(NetnsDir, l.Namespace(s))
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + path, "--", name}, args...)...)
+}
