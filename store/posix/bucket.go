@@ -1,0 +1,213 @@
+package posix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store"
+)
+
+// bucketRec is the bucket's own record: xattr user.tristore.bucket on the
+// bucket directory, or .tristore/buckets/<bucket>/info.json.
+type bucketRec struct {
+	Owner   string    `json:"owner,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+func (b *Backend) bucketSysDir(bucket string) string { return filepath.Join(b.bucketsDir(), bucket) }
+
+func (b *Backend) bucketInfo(bucket string, fi os.FileInfo) store.BucketInfo {
+	bi := store.BucketInfo{Name: bucket, Created: fi.ModTime().UTC()}
+	var data []byte
+	var err error
+	if b.useXattr {
+		data, err = getxattr(b.bucketPath(bucket), nil, bucketXattr)
+	}
+	if !b.useXattr || err != nil {
+		data, err = os.ReadFile(filepath.Join(b.bucketSysDir(bucket), "info.json"))
+	}
+	var r bucketRec
+	if err == nil && json.Unmarshal(data, &r) == nil {
+		bi.Owner = r.Owner
+		if !r.Created.IsZero() {
+			bi.Created = r.Created
+		}
+	}
+	return bi
+}
+
+// ListBuckets returns the top-level directories that are valid bucket
+// names, sorted by name. Directories with other names (made over NFS, the
+// system directory) are not buckets.
+func (b *Backend) ListBuckets(ctx context.Context) ([]store.BucketInfo, error) {
+	ents, err := os.ReadDir(b.root)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.BucketInfo
+	for _, e := range ents {
+		if !e.IsDir() || validBucket(e.Name()) != nil {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, b.bucketInfo(e.Name(), fi))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CreateBucket makes the bucket directory and records owner and creation time.
+func (b *Backend) CreateBucket(ctx context.Context, bucket, owner string) error {
+	if err := validBucket(bucket); err != nil {
+		return err
+	}
+	p := b.bucketPath(bucket)
+	if err := os.Mkdir(p, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: %s", store.ErrBucketExists, bucket)
+		}
+		return fsErr(err)
+	}
+	data, _ := json.Marshal(bucketRec{Owner: owner, Created: time.Now().UTC()})
+	saved := false
+	if b.useXattr {
+		saved = unix.Setxattr(p, bucketXattr, data, 0) == nil
+	}
+	if !saved {
+		os.RemoveAll(b.bucketSysDir(bucket)) // leftovers of an earlier bucket of this name
+		if err := writeFileAtomic(filepath.Join(b.bucketSysDir(bucket), "info.json"), data, true); err != nil {
+			os.Remove(p)
+			return err
+		}
+	}
+	if err := fsyncDir(p); err != nil {
+		return err
+	}
+	return fsyncDir(b.root)
+}
+
+// StatBucket returns the bucket's info or ErrNoSuchBucket.
+func (b *Backend) StatBucket(ctx context.Context, bucket string) (store.BucketInfo, error) {
+	if err := validBucket(bucket); err != nil {
+		return store.BucketInfo{}, noSuchBucketIfInvalid(err)
+	}
+	fi, err := os.Stat(b.bucketPath(bucket))
+	if err != nil || !fi.IsDir() {
+		return store.BucketInfo{}, fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
+	}
+	return b.bucketInfo(bucket, fi), nil
+}
+
+// DeleteBucket removes an empty bucket. Only objects make a bucket
+// non-empty (as in S3); its in-progress multipart uploads are aborted and
+// reserved entries (temp files, a stray marker) are removed.
+func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
+	if err := validBucket(bucket); err != nil {
+		return noSuchBucketIfInvalid(err)
+	}
+	p := b.bucketPath(bucket)
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), store.ReservedPrefix) {
+			return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
+		}
+	}
+	for _, e := range ents {
+		os.RemoveAll(filepath.Join(p, e.Name()))
+	}
+	if err := syscall.Rmdir(p); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
+		}
+		return fsErr(err)
+	}
+	// A bucket created again starts without the old uploads and records.
+	b.abortUploadsOf(bucket)
+	os.RemoveAll(b.bucketSysDir(bucket))
+	os.RemoveAll(filepath.Join(b.metaDir(), bucket))
+	return fsyncDir(b.root)
+}
+
+// validCfgName keeps config names usable as xattr and file name suffixes.
+func validCfgName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("posix: bucket config name %q must be 1-64 characters", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("posix: bucket config name %q may use only letters, digits, - and _", name)
+		}
+	}
+	return nil
+}
+
+// GetBucketConfig returns the named document ("" when unset).
+func (b *Backend) GetBucketConfig(ctx context.Context, bucket, name string) (string, error) {
+	if _, err := b.StatBucket(ctx, bucket); err != nil {
+		return "", err
+	}
+	if err := validCfgName(name); err != nil {
+		return "", err
+	}
+	if b.useXattr {
+		data, err := getxattr(b.bucketPath(bucket), nil, cfgXattrPfx+name)
+		if err == nil {
+			return string(data), nil
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(b.bucketSysDir(bucket), "cfg-"+name))
+	if err != nil {
+		return "", nil
+	}
+	return string(data), nil
+}
+
+// SetBucketConfig stores (value "" deletes) the named document durably.
+func (b *Backend) SetBucketConfig(ctx context.Context, bucket, name, value string) error {
+	if _, err := b.StatBucket(ctx, bucket); err != nil {
+		return err
+	}
+	if err := validCfgName(name); err != nil {
+		return err
+	}
+	p := b.bucketPath(bucket)
+	file := filepath.Join(b.bucketSysDir(bucket), "cfg-"+name)
+	if value == "" {
+		if b.useXattr {
+			unix.Removexattr(p, cfgXattrPfx+name)
+		}
+		os.Remove(file)
+		return nil
+	}
+	if b.useXattr {
+		err := unix.Setxattr(p, cfgXattrPfx+name, []byte(value), 0)
+		if err == nil {
+			os.Remove(file)
+			return fsyncDir(p)
+		}
+		if !errors.Is(err, syscall.E2BIG) && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.ERANGE) {
+			return fsErr(err)
+		}
+		unix.Removexattr(p, cfgXattrPfx+name)
+	}
+	return writeFileAtomic(file, []byte(value), true)
+}
+
+var _ store.BucketConfigurer = (*Backend)(nil)

@@ -1,0 +1,271 @@
+package posix
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store"
+)
+
+// record is the metadata kept with one object file (xattr value or sidecar).
+// Size and MtimeNs say which content ETag was computed for; Ino ties a
+// sidecar to one inode (0 in xattrs, where the file is implicit).
+type record struct {
+	ETag    string            `json:"etag"`
+	Size    int64             `json:"size"`
+	MtimeNs int64             `json:"mtime"`
+	Ino     uint64            `json:"ino,omitempty"`
+	CT      string            `json:"ct,omitempty"`
+	User    map[string]string `json:"um,omitempty"`
+	Headers map[string]string `json:"h,omitempty"`
+	Sums    map[string]string `json:"cs,omitempty"`
+	ACL     string            `json:"acl,omitempty"`
+	Owner   string            `json:"own,omitempty"`
+	Parts   []partRec         `json:"parts,omitempty"`
+}
+
+type partRec struct {
+	N int    `json:"n"`
+	S int64  `json:"s"`
+	E string `json:"e"`
+}
+
+func (r *record) setMeta(m store.ObjectMeta) {
+	r.CT, r.User, r.Headers, r.Sums, r.ACL, r.Owner = m.ContentType, m.UserMeta, m.Headers, m.Checksums, m.ACL, m.Owner
+}
+
+func (r *record) meta() store.ObjectMeta {
+	ct := r.CT
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return store.ObjectMeta{ContentType: ct, UserMeta: r.User, Headers: r.Headers, Checksums: r.Sums, ACL: r.ACL, Owner: r.Owner}
+}
+
+func (r *record) info(bucket, key string, st *unix.Stat_t) store.ObjectInfo {
+	oi := store.ObjectInfo{
+		Bucket:  bucket,
+		Key:     key,
+		Size:    st.Size,
+		ModTime: time.Unix(st.Mtim.Unix()).UTC(),
+		ETag:    r.ETag,
+		Meta:    r.meta(),
+	}
+	if len(r.Parts) > 0 {
+		oi.Parts = make([]store.PartInfo, len(r.Parts))
+		for i, p := range r.Parts {
+			oi.Parts[i] = store.PartInfo{Number: p.N, Size: p.S, ETag: p.E, ModTime: oi.ModTime}
+		}
+	}
+	return oi
+}
+
+// fresh reports whether r describes the content whose stat is st.
+func (r *record) fresh(st *unix.Stat_t) bool {
+	return r != nil && r.ETag != "" && r.Size == st.Size && r.MtimeNs == st.Mtim.Nano() && (r.Ino == 0 || r.Ino == st.Ino)
+}
+
+// sidecarPath is where the fallback metadata of the file p lives: under
+// .tristore/meta/ mirroring the tree for objects, next to the file for
+// anything already inside .tristore (multipart parts).
+func (b *Backend) sidecarPath(p string) string {
+	if strings.HasPrefix(p, b.sys+string(filepath.Separator)) {
+		return p + ".json"
+	}
+	rel, err := filepath.Rel(b.root, p)
+	if err != nil {
+		return p + ".json"
+	}
+	return filepath.Join(b.metaDir(), rel+".json")
+}
+
+// readRecord returns the metadata of file p (fd f if non-nil), or nil when
+// there is none (a file created by another view).
+func (b *Backend) readRecord(p string, f *os.File) *record {
+	if b.useXattr {
+		if data, err := getxattr(p, f, metaXattr); err == nil {
+			var r record
+			if json.Unmarshal(data, &r) == nil {
+				return &r
+			}
+		}
+	}
+	data, err := os.ReadFile(b.sidecarPath(p))
+	if err != nil {
+		return nil
+	}
+	var r record
+	if json.Unmarshal(data, &r) != nil || r.Ino == 0 {
+		return nil
+	}
+	return &r
+}
+
+// getxattr reads one xattr through the fd when there is one (so it belongs
+// to the opened version) or else by path, growing the buffer as needed.
+func getxattr(p string, f *os.File, name string) ([]byte, error) {
+	buf := make([]byte, 1024)
+	for range 8 {
+		var n int
+		var err error
+		if f != nil {
+			n, err = unix.Fgetxattr(int(f.Fd()), name, buf)
+		} else {
+			n, err = unix.Lgetxattr(p, name, buf)
+		}
+		if errors.Is(err, syscall.ERANGE) {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+	return nil, syscall.ERANGE
+}
+
+// writeRecord stores r for file p (fd f if non-nil). With xattrs it falls
+// back to a sidecar only when the value does not fit; the sidecar then
+// carries the inode number so it is never applied to another file.
+func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record) error {
+	if b.useXattr {
+		r.Ino = 0
+		data, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			err = unix.Fsetxattr(int(f.Fd()), metaXattr, data, 0)
+		} else {
+			err = unix.Lsetxattr(p, metaXattr, data, 0)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.E2BIG) && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.ERANGE) && !errors.Is(err, syscall.ENOTSUP) {
+			return fsErr(err)
+		}
+		// Too big for this file system's xattr space: drop any stale value
+		// and use the sidecar.
+		if f != nil {
+			unix.Fremovexattr(int(f.Fd()), metaXattr)
+		} else {
+			unix.Lremovexattr(p, metaXattr)
+		}
+	}
+	r.Ino = st.Ino
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(b.sidecarPath(p), data, false)
+}
+
+// removeSidecar deletes the fallback metadata of p (if any).
+func (b *Backend) removeSidecar(p string) {
+	sp := b.sidecarPath(p)
+	if os.Remove(sp) == nil && !strings.HasSuffix(p, ".json") {
+		removeEmptyParents(b.metaDir(), filepath.Dir(sp))
+	}
+}
+
+// writeFileAtomic writes data to path via a temp file and rename, creating
+// parent directories; with sync it also makes the result durable.
+func writeFileAtomic(path string, data []byte, sync bool) error {
+	dir := filepath.Dir(path)
+	var f *os.File
+	var err error
+	for range 5 {
+		f, err = os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			return fsErr(err)
+		}
+	}
+	if err != nil {
+		return fsErr(err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fsErr(err)
+	}
+	if sync {
+		return fsyncDir(dir)
+	}
+	return nil
+}
+
+// hashFile computes the hex MD5 of the whole file.
+func hashFile(f *os.File) (string, error) {
+	h := md5.New()
+	buf := getBuf()
+	defer putBuf(buf)
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, 1<<62), *buf); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// refresh returns a record valid for the file's current content: r itself
+// when fresh, else one whose ETag is recomputed (multipart part info is
+// dropped, the content no longer matches it). The new record is saved when
+// the file did not change while it was hashed.
+func (b *Backend) refresh(p string, f *os.File, st *unix.Stat_t, r *record) (*record, error) {
+	if r.fresh(st) {
+		return r, nil
+	}
+	if f == nil {
+		var err error
+		f, err = os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		var st2 unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st2); err != nil {
+			return nil, err
+		}
+		*st = st2
+	}
+	etag, err := hashFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("hashing %s: %w", p, err)
+	}
+	nr := &record{}
+	if r != nil {
+		*nr = *r
+	}
+	nr.ETag, nr.Size, nr.MtimeNs, nr.Parts = etag, st.Size, st.Mtim.Nano(), nil
+	var after unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &after) == nil && after.Size == st.Size && after.Mtim == st.Mtim {
+		if err := b.writeRecord(p, f, st, nr); err != nil {
+			b.log.Debug("posix store: could not save recomputed ETag", "path", p, "err", err)
+		}
+	}
+	return nr, nil
+}

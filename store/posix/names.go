@@ -1,0 +1,210 @@
+package posix
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/tristore/tristore/store"
+)
+
+// validBucket applies S3's bucket naming rules: 3-63 characters of lower-case
+// letters, digits, '.' and '-', starting and ending with a letter or digit,
+// no two adjacent periods, and not shaped like an IPv4 address. These rules
+// also keep bucket names safe as directory names (no '/', no leading '.').
+func validBucket(name string) error {
+	if len(name) < 3 || len(name) > 63 {
+		return fmt.Errorf("%w: %q must be 3-63 characters", store.ErrInvalidBucketName, name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return fmt.Errorf("%w: %q has a character other than a-z 0-9 . -", store.ErrInvalidBucketName, name)
+		}
+	}
+	if !isAlnum(name[0]) || !isAlnum(name[len(name)-1]) {
+		return fmt.Errorf("%w: %q must start and end with a letter or digit", store.ErrInvalidBucketName, name)
+	}
+	if strings.Contains(name, "..") || strings.Contains(name, ".-") || strings.Contains(name, "-.") {
+		return fmt.Errorf("%w: %q has adjacent periods or a period next to a hyphen", store.ErrInvalidBucketName, name)
+	}
+	if a, err := netip.ParseAddr(name); err == nil && a.Is4() {
+		return fmt.Errorf("%w: %q looks like an IP address", store.ErrInvalidBucketName, name)
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// validKey refuses keys that cannot be stored as a path inside the bucket.
+// A key is split at '/'; every component must be non-empty, not "." or "..",
+// at most 255 bytes, free of NUL and not start with the reserved prefix. The
+// one exception is a single trailing '/': such a "directory marker" key is
+// stored as the file <dir>/.tristore-dir.
+func validKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", store.ErrInvalidKey)
+	}
+	if len(key) > store.MaxKeyLen {
+		return fmt.Errorf("%w: key longer than %d bytes", store.ErrInvalidKey, store.MaxKeyLen)
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("%w: key contains NUL", store.ErrInvalidKey)
+	}
+	k := strings.TrimSuffix(key, "/")
+	if k == "" {
+		return fmt.Errorf("%w: key %q has an empty path component", store.ErrInvalidKey, key)
+	}
+	for c := range strings.SplitSeq(k, "/") {
+		switch {
+		case c == "":
+			return fmt.Errorf("%w: key %q has an empty path component", store.ErrInvalidKey, key)
+		case c == "." || c == "..":
+			return fmt.Errorf("%w: key %q has a %q path component", store.ErrInvalidKey, key, c)
+		case len(c) > 255:
+			return fmt.Errorf("%w: key %q has a path component over 255 bytes", store.ErrInvalidKey, key)
+		case strings.HasPrefix(c, store.ReservedPrefix):
+			return fmt.Errorf("%w: key %q uses the reserved prefix %s", store.ErrInvalidKey, key, store.ReservedPrefix)
+		}
+	}
+	return nil
+}
+
+// objPath returns the file holding key (validated) in bucket.
+func (b *Backend) objPath(bucket, key string) string {
+	if strings.HasSuffix(key, "/") {
+		return filepath.Join(b.root, bucket, filepath.FromSlash(key), dirMarker)
+	}
+	return filepath.Join(b.root, bucket, filepath.FromSlash(key))
+}
+
+func (b *Backend) bucketPath(bucket string) string { return filepath.Join(b.root, bucket) }
+
+// check validates bucket and key and returns the object path.
+func (b *Backend) check(bucket, key string) (string, error) {
+	if err := validBucket(bucket); err != nil {
+		return "", noSuchBucketIfInvalid(err)
+	}
+	if err := validKey(key); err != nil {
+		return "", err
+	}
+	return b.objPath(bucket, key), nil
+}
+
+// noSuchBucketIfInvalid: an object operation naming a bucket that could not
+// exist gets ErrNoSuchBucket, as S3 answers.
+func noSuchBucketIfInvalid(err error) error {
+	return fmt.Errorf("%w (%v)", store.ErrNoSuchBucket, err)
+}
+
+// bucketExists returns ErrNoSuchBucket unless the bucket directory exists.
+func (b *Backend) bucketExists(bucket string) error {
+	fi, err := os.Stat(b.bucketPath(bucket))
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
+	}
+	return nil
+}
+
+// missing maps an error opening an object to ErrNoSuchBucket or
+// ErrNoSuchKey, or to the file system error translated by fsErr.
+func (b *Backend) missing(err error, bucket, key string) error {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) {
+		if e := b.bucketExists(bucket); e != nil {
+			return e
+		}
+		return fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
+	}
+	return fsErr(err)
+}
+
+// fsErr translates file system errors that have a store sentinel.
+func fsErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%w: %v", store.ErrNoSpace, err)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: %v", store.ErrReadOnly, err)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%w: %v", store.ErrInvalidKey, err)
+	}
+	return err
+}
+
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	rand.Read(buf)
+	return hex.EncodeToString(buf)
+}
+
+// fsyncDir makes a directory's entries (a rename, a new file) durable.
+func fsyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mkdirParents creates dir (inside the bucket directory bdir) and any
+// missing parents. A path component that exists as a file is a key
+// conflict. It returns the parents whose entries changed (to fsync them).
+func mkdirParents(bdir, dir string) ([]string, error) {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if fi.IsDir() {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: %s is an object, not a prefix", store.ErrKeyConflict, dir)
+	}
+	if dir == bdir || len(dir) <= len(bdir) {
+		return nil, err
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("%w: a parent of %s is an object", store.ErrKeyConflict, dir)
+		}
+		return nil, fsErr(err)
+	}
+	parent := filepath.Dir(dir)
+	changed, err := mkdirParents(bdir, parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			if fi, e := os.Stat(dir); e == nil && fi.IsDir() {
+				return changed, nil
+			}
+			return nil, fmt.Errorf("%w: %s is an object, not a prefix", store.ErrKeyConflict, dir)
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("%w: a parent of %s is an object", store.ErrKeyConflict, dir)
+		}
+		return nil, fsErr(err)
+	}
+	return append(changed, parent), nil
+}
+
+// removeEmptyParents removes empty directories from dir up to (not
+// including) the bucket directory, stopping at the first non-empty one.
+func removeEmptyParents(bdir, dir string) {
+	for i := 0; i < 1100 && len(dir) > len(bdir) && strings.HasPrefix(dir, bdir+string(filepath.Separator)); i++ {
+		if err := syscall.Rmdir(dir); err != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+}

@@ -1,0 +1,343 @@
+package posix
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store"
+)
+
+// copyBufSize is the chunk size for PUT bodies: big enough that a 4 MiB
+// object takes a handful of read/write calls, small enough to keep 16
+// parallel writers cheap.
+const copyBufSize = 1 << 20
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+func getBuf() *[]byte  { return bufPool.Get().(*[]byte) }
+func putBuf(b *[]byte) { bufPool.Put(b) }
+
+func (b *Backend) keyLock(p string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(p))
+	return &b.keyLocks[h.Sum32()%uint32(len(b.keyLocks))]
+}
+
+// tempFor creates a temp file in the directory of target, making the
+// parent directories. A concurrent Delete may remove a just-made empty
+// parent, so creation is retried a few times.
+func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
+	bdir := b.bucketPath(bucket)
+	dir := filepath.Dir(target)
+	var changed []string
+	for range 5 {
+		c, err := mkdirParents(bdir, dir)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, nil, b.bucketExists(bucket)
+			}
+			return nil, nil, err
+		}
+		changed = append(changed, c...)
+		f, err := os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+		if err == nil {
+			return f, changed, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fsErr(err)
+		}
+	}
+	return nil, nil, fmt.Errorf("posix: parent directory of %s keeps disappearing", target)
+}
+
+// fill copies the body into f, hashing it. size < 0 reads to EOF.
+func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash) (int64, error) {
+	buf := getBuf()
+	defer putBuf(buf)
+	var n int64
+	for size < 0 || n < size {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		chunk := *buf
+		if size >= 0 && size-n < int64(len(chunk)) {
+			chunk = chunk[:size-n]
+		}
+		m, rerr := io.ReadFull(r, chunk)
+		if m > 0 {
+			h.Write(chunk[:m])
+			if _, err := f.Write(chunk[:m]); err != nil {
+				return n, fsErr(err)
+			}
+			n += int64(m)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			if size >= 0 && n < size {
+				return n, fmt.Errorf("%w: got %d of %d bytes", store.ErrIncompleteBody, n, size)
+			}
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+	return n, nil
+}
+
+// publish finishes a temp file: stores rec (with the file's final size and
+// mtime) as metadata, fsyncs, renames it over target and fsyncs the
+// directory (and any parents whose entries were created). Afterwards the
+// object survives a crash; before the rename no reader can see it.
+func (b *Backend) publish(f *os.File, target string, changed []string, rec *record) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	tmp := f.Name()
+	fail := func(err error) (unix.Stat_t, error) {
+		f.Close()
+		os.Remove(tmp)
+		return st, fsErr(err)
+	}
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fail(err)
+	}
+	rec.Size, rec.MtimeNs = st.Size, st.Mtim.Nano()
+	if !b.useXattr {
+		l := b.keyLock(target)
+		l.Lock()
+		defer l.Unlock()
+	}
+	if err := b.writeRecord(target, f, &st, rec); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			err = fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, target)
+		}
+		return fail(err)
+	}
+	f.Close()
+	if err := fsyncDir(filepath.Dir(target)); err != nil {
+		return st, err
+	}
+	for _, d := range changed {
+		if err := fsyncDir(d); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// Put stores an object atomically and durably (see package doc).
+func (b *Backend) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, meta store.ObjectMeta) (store.ObjectInfo, error) {
+	p, err := b.check(bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+		return store.ObjectInfo{}, fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, key)
+	}
+	f, changed, err := b.tempFor(bucket, p)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	h := md5.New()
+	if _, err := fill(ctx, f, r, size, h); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return store.ObjectInfo{}, err
+	}
+	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
+	rec.setMeta(meta)
+	st, err := b.publish(f, p, changed, rec)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return rec.info(bucket, key, &st), nil
+}
+
+// openObject opens the file of key for reading and returns its stat and a
+// fresh metadata record, both belonging to the opened version.
+func (b *Backend) openObject(bucket, key string) (*os.File, unix.Stat_t, *record, error) {
+	var st unix.Stat_t
+	p, err := b.check(bucket, key)
+	if err != nil {
+		return nil, st, nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, st, nil, b.missing(err, bucket, key)
+	}
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, st, nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, st, nil, fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
+	}
+	rec, err := b.refresh(p, f, &st, b.readRecord(p, f))
+	if err != nil {
+		f.Close()
+		return nil, st, nil, err
+	}
+	return f, st, rec, nil
+}
+
+// Get returns a reader on the opened file, so a concurrent Put (a rename)
+// cannot mix versions.
+func (b *Backend) Get(ctx context.Context, bucket, key string, off, n int64) (io.ReadCloser, store.ObjectInfo, error) {
+	f, st, rec, err := b.openObject(bucket, key)
+	if err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	oi := rec.info(bucket, key, &st)
+	if off < 0 || off > oi.Size || (off == oi.Size && oi.Size > 0) {
+		f.Close()
+		return nil, store.ObjectInfo{}, fmt.Errorf("%w: offset %d, size %d", store.ErrInvalidRange, off, oi.Size)
+	}
+	if n < 0 || off+n > oi.Size {
+		n = oi.Size - off
+	}
+	return &objReader{f: f, off: off, n: n}, oi, nil
+}
+
+// objReader reads a range of an open file. WriteTo hands the kernel a
+// LimitedReader over the *os.File so a socket writer can use sendfile.
+type objReader struct {
+	f   *os.File
+	off int64
+	n   int64
+}
+
+func (r *objReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.n {
+		p = p[:r.n]
+	}
+	m, err := r.f.ReadAt(p, r.off)
+	r.off += int64(m)
+	r.n -= int64(m)
+	if err == io.EOF && r.n > 0 {
+		err = io.ErrUnexpectedEOF // truncated underneath us by another view
+	} else if err == io.EOF {
+		err = nil
+	}
+	return m, err
+}
+
+func (r *objReader) WriteTo(w io.Writer) (int64, error) {
+	if r.n <= 0 {
+		return 0, nil
+	}
+	if _, err := r.f.Seek(r.off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	m, err := io.Copy(w, &io.LimitedReader{R: r.f, N: r.n})
+	r.off += m
+	r.n -= m
+	if err == nil && r.n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return m, err
+}
+
+func (r *objReader) Close() error { return r.f.Close() }
+
+// Stat returns the object's info (recomputing a stale ETag).
+func (b *Backend) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	p, err := b.check(bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return store.ObjectInfo{}, b.missing(err, bucket, key)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return store.ObjectInfo{}, fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
+	}
+	rec, err := b.refresh(p, nil, &st, b.readRecord(p, nil))
+	if err != nil {
+		return store.ObjectInfo{}, b.missing(err, bucket, key)
+	}
+	return rec.info(bucket, key, &st), nil
+}
+
+// Delete removes the object, its sidecar and the empty parent directories
+// it leaves (up to the bucket).
+func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
+	p, err := b.check(bucket, key)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return b.missing(err, bucket, key)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
+	}
+	if !b.useXattr {
+		l := b.keyLock(p)
+		l.Lock()
+		defer l.Unlock()
+	}
+	if err := os.Remove(p); err != nil {
+		return b.missing(err, bucket, key)
+	}
+	b.removeSidecar(p)
+	dir := filepath.Dir(p)
+	if err := fsyncDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	removeEmptyParents(b.bucketPath(bucket), dir)
+	return nil
+}
+
+// UpdateMeta replaces the metadata of an existing object, keeping its
+// content, ETag and part list.
+func (b *Backend) UpdateMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta) (store.ObjectInfo, error) {
+	f, st, rec, err := b.openObject(bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	defer f.Close()
+	p := b.objPath(bucket, key)
+	nr := *rec
+	nr.setMeta(meta)
+	if !b.useXattr {
+		l := b.keyLock(p)
+		l.Lock()
+		defer l.Unlock()
+	}
+	if err := b.writeRecord(p, f, &st, &nr); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return store.ObjectInfo{}, fsErr(err)
+	}
+	return nr.info(bucket, key, &st), nil
+}
+
+var (
+	_ store.Store       = (*Backend)(nil)
+	_ store.MetaUpdater = (*Backend)(nil)
+	_ store.LocalPather = (*Backend)(nil)
+	_ io.WriterTo       = (*objReader)(nil)
+)
