@@ -1,0 +1,463 @@
+package iam
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Files under DATA/.tristore/iam (directory mode 0700, files 0600):
+//
+//	master.key        32 random bytes: the AES-256-GCM key for secrets
+//	users.json        the users; secrets encrypted (nonce||ciphertext, base64)
+//	root-credentials  the generated root keys, written once on first start
+//	lock              flock(2) target serialising writers across processes
+const (
+	dirName       = ".tristore/iam"
+	usersFile     = "users.json"
+	masterKeyFile = "master.key"
+	rootCredsFile = "root-credentials"
+	lockFile      = "lock"
+	// RootName is the name of the admin user EnsureRoot creates.
+	RootName = "root"
+)
+
+// User is one tristore user. Secrets are never part of it.
+type User struct {
+	Name      string    `json:"name"`
+	AccessKey string    `json:"access_key"`
+	Admin     bool      `json:"admin"`
+	Created   time.Time `json:"created"`
+}
+
+// Errors.
+var (
+	// ErrUnknownAccessKey: no user has this access key. It satisfies
+	// sigv4.IsUnknownAccessKey (method UnknownAccessKey) without iam
+	// importing the front end.
+	ErrUnknownAccessKey error = unknownKeyError{}
+	ErrNoSuchUser             = errors.New("iam: no such user")
+	ErrUserExists             = errors.New("iam: user already exists")
+	ErrAccessKeyInUse         = errors.New("iam: access key already in use")
+	ErrInvalid                = errors.New("iam: invalid argument")
+	ErrLastAdmin              = errors.New("iam: refusing to remove the last admin user")
+)
+
+type unknownKeyError struct{}
+
+func (unknownKeyError) Error() string          { return "iam: unknown access key" }
+func (unknownKeyError) UnknownAccessKey() bool { return true }
+
+// record is a user as stored on disk.
+type record struct {
+	User
+	Secret string `json:"secret_enc"` // base64(nonce || AES-GCM(secret, aad=access key))
+}
+
+type fileDoc struct {
+	Version int      `json:"version"`
+	Users   []record `json:"users"`
+}
+
+// fileID identifies one version of users.json: writers replace it by
+// rename, so a new inode (or size/mtime) means it changed.
+type fileID struct {
+	ino   uint64
+	size  int64
+	mtime time.Time
+}
+
+// Store is the user database of one data directory. It is safe for
+// concurrent use, and several processes (serve and `tristore user`) may use
+// the same directory: writes are serialised with flock and readers notice
+// a replaced users.json with one stat per lookup.
+type Store struct {
+	dir  string
+	aead cipher.AEAD
+
+	mu      sync.RWMutex
+	loaded  fileID
+	byName  map[string]record
+	byKey   map[string]record
+	secrets map[string]string // access key -> decrypted secret (memory only)
+}
+
+// Open opens (creating on first use) the user database under dataDir.
+func Open(dataDir string) (*Store, error) {
+	dir := filepath.Join(dataDir, dirName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	s := &Store{dir: dir}
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	key, err := s.masterKey()
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("iam: master key: %w", err)
+	}
+	if s.aead, err = cipher.NewGCM(block); err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	if err := s.reload(true); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// lock takes the cross-process writer lock.
+func (s *Store) lock() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(s.dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("iam: lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("iam: lock: %w", err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// masterKey reads master.key, creating it on first use. Call with the lock.
+func (s *Store) masterKey() ([]byte, error) {
+	p := filepath.Join(s.dir, masterKeyFile)
+	key, err := os.ReadFile(p)
+	if err == nil {
+		if len(key) != 32 {
+			return nil, fmt.Errorf("iam: %s has %d bytes, want 32 (corrupt key file; secrets cannot be decrypted)", p, len(key))
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	if err := writeFileAtomic(s.dir, masterKeyFile, key); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// writeFileAtomic writes dir/name with mode 0600: temp file, fsync,
+// rename, fsync of the directory, so a crash leaves the old or new file.
+func writeFileAtomic(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("iam: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("iam: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("iam: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	return nil
+}
+
+func statID(p string) (fileID, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fileID{}, err
+	}
+	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.ino = st.Ino
+	}
+	return id, nil
+}
+
+// reload re-reads users.json if it changed since the last load (or always
+// with force). A missing file is an empty database.
+func (s *Store) reload(force bool) error {
+	p := filepath.Join(s.dir, usersFile)
+	id, err := statID(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("iam: %w", err)
+	}
+	s.mu.RLock()
+	same := !force && s.byName != nil && id == s.loaded
+	s.mu.RUnlock()
+	if same {
+		return nil
+	}
+	var doc fileDoc
+	if err == nil {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("iam: %w", err)
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return fmt.Errorf("iam: %s is corrupt: %w", p, err)
+		}
+		// the file may have been replaced between stat and read; the id
+		// of what we read is re-taken so a later change is still seen.
+		if id2, err := statID(p); err == nil {
+			id = id2
+		}
+	}
+	byName := make(map[string]record, len(doc.Users))
+	byKey := make(map[string]record, len(doc.Users))
+	secrets := make(map[string]string, len(doc.Users))
+	for _, r := range doc.Users {
+		sec, err := s.decrypt(r.Secret, r.AccessKey)
+		if err != nil {
+			return fmt.Errorf("iam: secret of user %q: %w", r.Name, err)
+		}
+		byName[r.Name] = r
+		byKey[r.AccessKey] = r
+		secrets[r.AccessKey] = sec
+	}
+	s.mu.Lock()
+	s.byName, s.byKey, s.secrets, s.loaded = byName, byKey, secrets, id
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) encrypt(secret, accessKey string) (string, error) {
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	ct := s.aead.Seal(nonce, nonce, []byte(secret), []byte(accessKey))
+	return base64.StdEncoding.EncodeToString(ct), nil
+}
+
+func (s *Store) decrypt(enc, accessKey string) (string, error) {
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil || len(b) < s.aead.NonceSize() {
+		return "", errors.New("malformed ciphertext")
+	}
+	ns := s.aead.NonceSize()
+	pt, err := s.aead.Open(nil, b[:ns], b[ns:], []byte(accessKey))
+	if err != nil {
+		return "", errors.New("cannot decrypt (wrong master.key?)")
+	}
+	return string(pt), nil
+}
+
+// update runs fn on the current users under the writer lock and writes the
+// result atomically.
+func (s *Store) update(fn func(users map[string]record) error) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.reload(true); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	users := make(map[string]record, len(s.byName))
+	for k, v := range s.byName {
+		users[k] = v
+	}
+	s.mu.RUnlock()
+	if err := fn(users); err != nil {
+		return err
+	}
+	doc := fileDoc{Version: 1}
+	for _, r := range users {
+		doc.Users = append(doc.Users, r)
+	}
+	sort.Slice(doc.Users, func(i, j int) bool { return doc.Users[i].Name < doc.Users[j].Name })
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	if err := writeFileAtomic(s.dir, usersFile, append(data, '\n')); err != nil {
+		return err
+	}
+	return s.reload(true)
+}
+
+// SecretFor returns the secret of accessKey (sigv4.Credentials).
+func (s *Store) SecretFor(ctx context.Context, accessKey string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := s.reload(false); err != nil {
+		return "", err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sec, ok := s.secrets[accessKey]
+	if !ok {
+		return "", ErrUnknownAccessKey
+	}
+	return sec, nil
+}
+
+// UserByAccessKey returns the user owning accessKey.
+func (s *Store) UserByAccessKey(accessKey string) (User, error) {
+	if err := s.reload(false); err != nil {
+		return User{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.byKey[accessKey]
+	if !ok {
+		return User{}, ErrUnknownAccessKey
+	}
+	return r.User, nil
+}
+
+// User returns the user called name.
+func (s *Store) User(name string) (User, error) {
+	if err := s.reload(false); err != nil {
+		return User{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.byName[name]
+	if !ok {
+		return User{}, ErrNoSuchUser
+	}
+	return r.User, nil
+}
+
+// List returns all users sorted by name.
+func (s *Store) List() ([]User, error) {
+	if err := s.reload(false); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]User, 0, len(s.byName))
+	for _, r := range s.byName {
+		out = append(out, r.User)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Add creates a user with freshly generated keys and returns the secret
+// (shown to the operator once; it is stored only encrypted).
+func (s *Store) Add(name string, admin bool) (User, string, error) {
+	ak, sec, err := GenerateKeys()
+	if err != nil {
+		return User{}, "", err
+	}
+	u, err := s.AddWithKeys(name, ak, sec, admin)
+	if err != nil {
+		return User{}, "", err
+	}
+	return u, sec, nil
+}
+
+// AddWithKeys creates a user with the given keys.
+func (s *Store) AddWithKeys(name, accessKey, secret string, admin bool) (User, error) {
+	if err := ValidName(name); err != nil {
+		return User{}, err
+	}
+	if err := validKeys(accessKey, secret); err != nil {
+		return User{}, err
+	}
+	u := User{Name: name, AccessKey: accessKey, Admin: admin, Created: time.Now().UTC().Truncate(time.Second)}
+	err := s.update(func(users map[string]record) error {
+		if _, ok := users[name]; ok {
+			return fmt.Errorf("%w: %q", ErrUserExists, name)
+		}
+		for _, r := range users {
+			if r.AccessKey == accessKey {
+				return ErrAccessKeyInUse
+			}
+		}
+		enc, err := s.encrypt(secret, accessKey)
+		if err != nil {
+			return err
+		}
+		users[name] = record{User: u, Secret: enc}
+		return nil
+	})
+	if err != nil {
+		return User{}, err
+	}
+	return u, nil
+}
+
+// Remove deletes the user called name. The last admin cannot be removed
+// (nobody could manage the server any more).
+func (s *Store) Remove(name string) error {
+	return s.update(func(users map[string]record) error {
+		r, ok := users[name]
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrNoSuchUser, name)
+		}
+		if r.Admin {
+			admins := 0
+			for _, o := range users {
+				if o.Admin {
+					admins++
+				}
+			}
+			if admins == 1 {
+				return ErrLastAdmin
+			}
+		}
+		delete(users, name)
+		return nil
+	})
+}
+
+func nowUTC() time.Time { return time.Now().UTC().Truncate(time.Second) }
+
+// Store is the sigv4.Credentials of `serve` (checked structurally so iam
+// does not import the front end).
+var _ interface {
+	SecretFor(ctx context.Context, accessKey string) (string, error)
+} = (*Store)(nil)
