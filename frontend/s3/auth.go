@@ -1,0 +1,66 @@
+package s3
+
+import (
+	"context"
+
+	"github.com/tristore/tristore/store"
+)
+
+// Bucket configuration documents kept through store.BucketConfigurer.
+const (
+	cfgACL    = "acl"    // canned ACL name of the bucket
+	cfgPolicy = "policy" // bucket policy JSON
+)
+
+// objectACLActions are the actions whose answer may depend on the object's
+// own ACL and owner, so authorize loads the object's metadata for them.
+var objectACLActions = map[string]bool{
+	"s3:GetObject":    true,
+	"s3:GetObjectAcl": true,
+	"s3:PutObjectAcl": true,
+}
+
+// authorize decides whether rc's identity may do action on bucket/key.
+// Admins (and anonymous callers when AllowAnonymous is set) may do
+// anything; the bucket owner may do anything unless a bucket policy
+// exists (a policy can Deny even the owner); everything else goes to the
+// Authorizer with the owner, ACLs and policy loaded from the store.
+func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key string) error {
+	id := rc.ident
+	if id.Admin || (id.Anonymous && s.opts.AllowAnonymous) {
+		return nil
+	}
+	switch action {
+	case "s3:ListAllMyBuckets", "s3:CreateBucket":
+		if id.Anonymous {
+			return ErrAccessDenied
+		}
+		return nil
+	}
+	bi, err := s.st.StatBucket(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	req := AccessRequest{Principal: id.User, Action: action, Bucket: bucket, Key: key, BucketOwner: bi.Owner}
+	if bc, ok := s.st.(store.BucketConfigurer); ok {
+		if req.BucketACL, err = bc.GetBucketConfig(ctx, bucket, cfgACL); err != nil {
+			return err
+		}
+		if req.Policy, err = bc.GetBucketConfig(ctx, bucket, cfgPolicy); err != nil {
+			return err
+		}
+	}
+	if !id.Anonymous && id.User != "" && id.User == bi.Owner && req.Policy == "" {
+		return nil
+	}
+	if key != "" && objectACLActions[action] {
+		if oi, err := s.st.Stat(ctx, bucket, key); err == nil {
+			req.ObjectACL = oi.Meta.ACL
+			req.ObjectOwner = oi.Meta.Owner
+		}
+	}
+	if s.opts.Authz.Allowed(req) {
+		return nil
+	}
+	return ErrAccessDenied
+}

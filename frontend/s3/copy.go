@@ -1,0 +1,181 @@
+package s3
+
+import (
+	"encoding/xml"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tristore/tristore/store"
+)
+
+var (
+	opCopyObject     = &operation{"CopyObject", "s3:PutObject", (*Server).copyObject}
+	opUploadPartCopy = &operation{"UploadPartCopy", "s3:PutObject", (*Server).uploadPartCopy}
+)
+
+// parseCopySource splits x-amz-copy-source ("[/]bucket/key[?versionId=null]",
+// URL-encoded) into bucket and key.
+func parseCopySource(v string) (bucket, key string, err error) {
+	src, ver, _ := strings.Cut(v, "?")
+	if ver != "" {
+		if q, perr := url.ParseQuery(ver); perr != nil || (q.Get("versionId") != "" && q.Get("versionId") != "null") {
+			return "", "", ErrNotImplemented.withMessage("object versions are not supported")
+		}
+	}
+	src, perr := url.PathUnescape(src)
+	if perr != nil {
+		return "", "", ErrInvalidCopySource
+	}
+	src = strings.TrimPrefix(src, "/")
+	bucket, key, ok := strings.Cut(src, "/")
+	if !ok || bucket == "" || key == "" {
+		return "", "", ErrInvalidCopySource
+	}
+	if err := checkKey(key); err != nil {
+		return "", "", err
+	}
+	return bucket, key, nil
+}
+
+type copyObjectResult struct {
+	XMLName      xml.Name `xml:"CopyObjectResult"`
+	NS           string   `xml:"xmlns,attr"`
+	ETag         string   `xml:"ETag"`
+	LastModified string   `xml:"LastModified"`
+}
+
+type copyPartResult struct {
+	XMLName      xml.Name `xml:"CopyPartResult"`
+	NS           string   `xml:"xmlns,attr"`
+	ETag         string   `xml:"ETag"`
+	LastModified string   `xml:"LastModified"`
+}
+
+// copyObject copies (or, onto itself with REPLACE, re-describes) an object.
+func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	ctx := r.Context()
+	sb, sk, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
+		return err
+	}
+	directive := strings.ToUpper(r.Header.Get("X-Amz-Metadata-Directive"))
+	if directive != "" && directive != "COPY" && directive != "REPLACE" {
+		return ErrInvalidArgument.withMessage("Unknown metadata directive.")
+	}
+	rd, oi, err := s.st.Get(ctx, sb, sk, 0, -1)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	if err := checkPreconditions(r.Header, "X-Amz-Copy-Source-", oi, true); err != nil {
+		return err
+	}
+	var meta store.ObjectMeta
+	if directive == "REPLACE" {
+		if meta, err = s.metaFromRequest(r.Header, rc); err != nil {
+			return err
+		}
+	} else {
+		meta = oi.Meta
+		meta.Owner = rc.ident.User
+		meta.ACL = ""
+		if acl := r.Header.Get("X-Amz-Acl"); acl != "" {
+			if !s.opts.Authz.ValidCannedACL(acl) {
+				return ErrInvalidArgument.withMessage("unknown canned ACL " + acl)
+			}
+			if acl != "private" {
+				meta.ACL = acl
+			}
+		}
+	}
+	meta.Checksums = oi.Meta.Checksums // same bytes, same checksums
+	var res store.ObjectInfo
+	if sb == rc.bucket && sk == rc.key {
+		if directive != "REPLACE" {
+			return ErrIllegalCopy
+		}
+		if mu, ok := s.st.(store.MetaUpdater); ok {
+			rd.Close()
+			res, err = mu.UpdateMeta(ctx, sb, sk, meta)
+		} else {
+			res, err = s.st.Put(ctx, rc.bucket, rc.key, rd, oi.Size, meta)
+		}
+	} else {
+		res, err = s.st.Put(ctx, rc.bucket, rc.key, rd, oi.Size, meta)
+	}
+	if err != nil {
+		return err
+	}
+	return writeXML(w, copyObjectResult{NS: s3NS, ETag: `"` + res.ETag + `"`, LastModified: xmlTime(res.ModTime)})
+}
+
+// parseCopyRange parses x-amz-copy-source-range ("bytes=first-last",
+// both required, inclusive) against the source size.
+func parseCopyRange(v string, size int64) (byteRange, error) {
+	spec, ok := strings.CutPrefix(strings.TrimSpace(v), "bytes=")
+	first, last, ok2 := strings.Cut(spec, "-")
+	bad := ErrInvalidArgument.withMessage("The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	if !ok || !ok2 {
+		return byteRange{}, bad
+	}
+	a, err1 := strconv.ParseInt(first, 10, 64)
+	b, err2 := strconv.ParseInt(last, 10, 64)
+	if err1 != nil || err2 != nil || a < 0 || b < a {
+		return byteRange{}, bad
+	}
+	if b >= size {
+		return byteRange{}, ErrInvalidRange.withMessage("The specified copy source range is not satisfiable (object size " + strconv.FormatInt(size, 10) + ").")
+	}
+	return byteRange{a, b - a + 1}, nil
+}
+
+// uploadPartCopy fills a multipart part from (a range of) another object.
+func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	ctx := r.Context()
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	pn, uploadID, err := partParams(r)
+	if err != nil {
+		return err
+	}
+	sb, sk, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
+		return err
+	}
+	oi, err := s.st.Stat(ctx, sb, sk)
+	if err != nil {
+		return err
+	}
+	if err := checkPreconditions(r.Header, "X-Amz-Copy-Source-", oi, true); err != nil {
+		return err
+	}
+	br := byteRange{0, oi.Size}
+	if v := r.Header.Get("X-Amz-Copy-Source-Range"); v != "" {
+		if br, err = parseCopyRange(v, oi.Size); err != nil {
+			return err
+		}
+	}
+	rd, got, err := s.st.Get(ctx, sb, sk, br.off, br.n)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	if got.ETag != oi.ETag {
+		return ErrPreconditionFailed.withMessage("the copy source changed during the copy")
+	}
+	pi, err := mp.PutPart(ctx, rc.bucket, rc.key, uploadID, pn, rd, br.n)
+	if err != nil {
+		return err
+	}
+	return writeXML(w, copyPartResult{NS: s3NS, ETag: `"` + pi.ETag + `"`, LastModified: xmlTime(pi.ModTime)})
+}

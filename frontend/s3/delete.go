@@ -1,0 +1,105 @@
+package s3
+
+import (
+	"encoding/xml"
+	"errors"
+	"net/http"
+
+	"github.com/tristore/tristore/store"
+)
+
+var (
+	opDeleteObject  = &operation{"DeleteObject", "s3:DeleteObject", (*Server).deleteObject}
+	opDeleteObjects = &operation{"DeleteObjects", "s3:DeleteObject", (*Server).deleteObjects}
+)
+
+// deleteObject removes one key. Deleting a missing key succeeds (204), as in S3.
+func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	if err := s.st.Delete(r.Context(), rc.bucket, rc.key); err != nil && !errors.Is(err, store.ErrNoSuchKey) {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deleteRequest is the body of DeleteObjects.
+type deleteRequest struct {
+	XMLName xml.Name `xml:"Delete"`
+	Quiet   bool     `xml:"Quiet"`
+	Objects []struct {
+		Key       string `xml:"Key"`
+		VersionID string `xml:"VersionId"`
+	} `xml:"Object"`
+}
+
+type deletedObject struct {
+	Key string `xml:"Key"`
+}
+
+type deleteError struct {
+	Key     string `xml:"Key"`
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
+}
+
+type deleteResult struct {
+	XMLName xml.Name        `xml:"DeleteResult"`
+	NS      string          `xml:"xmlns,attr"`
+	Deleted []deletedObject `xml:"Deleted"`
+	Errors  []deleteError   `xml:"Error"`
+}
+
+// maxDeleteKeys is S3's limit on keys per DeleteObjects request.
+const maxDeleteKeys = 1000
+
+// parseDeleteRequest decodes and checks a DeleteObjects body.
+func parseDeleteRequest(b []byte) (*deleteRequest, error) {
+	var req deleteRequest
+	if err := xml.Unmarshal(b, &req); err != nil {
+		return nil, ErrMalformedXML
+	}
+	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
+		return nil, ErrMalformedXML
+	}
+	return &req, nil
+}
+
+// deleteObjects removes up to 1000 keys, reporting each result (only
+// errors when Quiet). A missing key counts as deleted, as in S3.
+func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	b, err := readBody(r, maxXMLBody)
+	if err != nil {
+		return err
+	}
+	if cm := r.Header.Get("Content-MD5"); cm != "" {
+		if err := checkContentMD5(cm, b); err != nil {
+			return err
+		}
+	}
+	req, err := parseDeleteRequest(b)
+	if err != nil {
+		return err
+	}
+	res := deleteResult{NS: s3NS}
+	for _, o := range req.Objects {
+		err := checkKey(o.Key)
+		if err == nil && o.Key == "" {
+			err = ErrInvalidKey
+		}
+		if err == nil {
+			err = s.st.Delete(r.Context(), rc.bucket, o.Key)
+			if errors.Is(err, store.ErrNoSuchKey) {
+				err = nil
+			}
+		}
+		if err != nil {
+			ae := toAPIError(err)
+			res.Errors = append(res.Errors, deleteError{o.Key, ae.Code, ae.Message})
+			continue
+		}
+		if !req.Quiet {
+			res.Deleted = append(res.Deleted, deletedObject{o.Key})
+		}
+	}
+	return writeXML(w, res)
+}

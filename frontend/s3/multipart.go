@@ -1,0 +1,331 @@
+package s3
+
+import (
+	"encoding/xml"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tristore/tristore/store"
+)
+
+var (
+	opCreateMultipartUpload   = &operation{"CreateMultipartUpload", "s3:PutObject", (*Server).createMultipartUpload}
+	opUploadPart              = &operation{"UploadPart", "s3:PutObject", (*Server).uploadPart}
+	opCompleteMultipartUpload = &operation{"CompleteMultipartUpload", "s3:PutObject", (*Server).completeMultipartUpload}
+	opAbortMultipartUpload    = &operation{"AbortMultipartUpload", "s3:AbortMultipartUpload", (*Server).abortMultipartUpload}
+	opListParts               = &operation{"ListParts", "s3:ListMultipartUploadParts", (*Server).listParts}
+	opListMultipartUploads    = &operation{"ListMultipartUploads", "s3:ListBucketMultipartUploads", (*Server).listMultipartUploads}
+)
+
+// maxPartSize is S3's largest part (5 GiB).
+const maxPartSize = 5 << 30
+
+func (s *Server) multiparter() (store.Multiparter, error) {
+	mp, ok := s.st.(store.Multiparter)
+	if !ok {
+		return nil, ErrNotImplemented.withMessage("this store does not support multipart uploads")
+	}
+	return mp, nil
+}
+
+// partParams reads partNumber (1..10000) and uploadId from the query.
+func partParams(r *http.Request) (int, string, error) {
+	q := r.URL.Query()
+	pn, err := strconv.Atoi(q.Get("partNumber"))
+	if err != nil || pn < 1 || pn > 10000 {
+		return 0, "", ErrInvalidArgument.withMessage("Part number must be an integer between 1 and 10000, inclusive")
+	}
+	id := q.Get("uploadId")
+	if id == "" {
+		return 0, "", ErrInvalidArgument.withMessage("uploadId is required")
+	}
+	return pn, id, nil
+}
+
+type initiateResult struct {
+	XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+	NS       string   `xml:"xmlns,attr"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	UploadID string   `xml:"UploadId"`
+}
+
+func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	meta, err := s.metaFromRequest(r.Header, rc)
+	if err != nil {
+		return err
+	}
+	if a := r.Header.Get("X-Amz-Checksum-Algorithm"); a != "" {
+		if _, ok := checksumAlgs[strings.ToLower(a)]; !ok {
+			return ErrInvalidArgument.withMessage("Unsupported checksum algorithm " + a)
+		}
+		w.Header().Set("X-Amz-Checksum-Algorithm", strings.ToUpper(a))
+	}
+	id, err := mp.CreateMultipart(r.Context(), rc.bucket, rc.key, meta)
+	if err != nil {
+		return err
+	}
+	return writeXML(w, initiateResult{NS: s3NS, Bucket: rc.bucket, Key: rc.key, UploadID: id})
+}
+
+func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	pn, id, err := partParams(r)
+	if err != nil {
+		return err
+	}
+	size, err := bodySize(r)
+	if err != nil {
+		return err
+	}
+	if size < 0 {
+		return ErrMissingContentLength
+	}
+	if size > maxPartSize {
+		return ErrEntityTooLarge
+	}
+	vr, sums, err := newVerifyingReader(r.Body, size, r.Header)
+	if err != nil {
+		return err
+	}
+	pi, err := mp.PutPart(r.Context(), rc.bucket, rc.key, id, pn, vr, size)
+	if err != nil {
+		return vr.bodyError(err)
+	}
+	w.Header().Set("ETag", `"`+pi.ETag+`"`)
+	for alg, v := range sums {
+		w.Header().Set("X-Amz-Checksum-"+strings.ToLower(alg), v)
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// completeRequest is the body of CompleteMultipartUpload.
+type completeRequest struct {
+	XMLName xml.Name `xml:"CompleteMultipartUpload"`
+	Parts   []struct {
+		PartNumber int    `xml:"PartNumber"`
+		ETag       string `xml:"ETag"`
+	} `xml:"Part"`
+}
+
+// parseCompleteRequest decodes a CompleteMultipartUpload body and checks
+// the part list: at least one part, numbers 1..10000 strictly ascending.
+func parseCompleteRequest(b []byte) ([]store.CompletePart, error) {
+	var req completeRequest
+	if err := xml.Unmarshal(b, &req); err != nil || len(req.Parts) == 0 {
+		return nil, ErrMalformedXML
+	}
+	parts := make([]store.CompletePart, 0, len(req.Parts))
+	prev := 0
+	for _, p := range req.Parts {
+		if p.PartNumber < 1 || p.PartNumber > 10000 {
+			return nil, ErrInvalidArgument.withMessage("Part number must be an integer between 1 and 10000, inclusive")
+		}
+		if p.PartNumber <= prev {
+			return nil, ErrInvalidPartOrder
+		}
+		prev = p.PartNumber
+		etag := strings.TrimSpace(p.ETag)
+		etag = strings.Trim(strings.ReplaceAll(etag, "&quot;", `"`), `"`)
+		parts = append(parts, store.CompletePart{Number: p.PartNumber, ETag: etag})
+	}
+	return parts, nil
+}
+
+type completeResult struct {
+	XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+	NS       string   `xml:"xmlns,attr"`
+	Location string   `xml:"Location"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	ETag     string   `xml:"ETag"`
+}
+
+func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	id := r.URL.Query().Get("uploadId")
+	b, err := readBody(r, maxXMLBody)
+	if err != nil {
+		return err
+	}
+	parts, err := parseCompleteRequest(b)
+	if err != nil {
+		return err
+	}
+	if r.Header.Get("If-None-Match") == "*" {
+		if _, err := s.st.Stat(r.Context(), rc.bucket, rc.key); err == nil {
+			return ErrPreconditionFailed
+		}
+	}
+	oi, err := mp.CompleteMultipart(r.Context(), rc.bucket, rc.key, id, parts)
+	if err != nil {
+		return err
+	}
+	loc := "/" + rc.bucket + "/" + rc.key
+	if r.Host != "" {
+		loc = "http://" + r.Host + loc
+	}
+	return writeXML(w, completeResult{NS: s3NS, Location: loc, Bucket: rc.bucket, Key: rc.key, ETag: `"` + oi.ETag + `"`})
+}
+
+func (s *Server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	if err := mp.AbortMultipart(r.Context(), rc.bucket, rc.key, r.URL.Query().Get("uploadId")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type partXML struct {
+	PartNumber   int    `xml:"PartNumber"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+}
+
+type listPartsResult struct {
+	XMLName              xml.Name  `xml:"ListPartsResult"`
+	NS                   string    `xml:"xmlns,attr"`
+	Bucket               string    `xml:"Bucket"`
+	Key                  string    `xml:"Key"`
+	UploadID             string    `xml:"UploadId"`
+	Initiator            owner     `xml:"Initiator"`
+	Owner                owner     `xml:"Owner"`
+	StorageClass         string    `xml:"StorageClass"`
+	PartNumberMarker     int       `xml:"PartNumberMarker"`
+	NextPartNumberMarker int       `xml:"NextPartNumberMarker"`
+	MaxParts             int       `xml:"MaxParts"`
+	IsTruncated          bool      `xml:"IsTruncated"`
+	Parts                []partXML `xml:"Part"`
+}
+
+// intParam reads a non-negative integer query parameter with a default and a cap.
+func intParam(r *http.Request, name string, def, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, ErrInvalidArgument.withMessage(name + " must be a non-negative integer")
+	}
+	if n > max {
+		n = max
+	}
+	return n, nil
+}
+
+func (s *Server) listParts(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	id := r.URL.Query().Get("uploadId")
+	maxParts, err := intParam(r, "max-parts", 1000, 1000)
+	if err != nil {
+		return err
+	}
+	marker, err := intParam(r, "part-number-marker", 0, 10000)
+	if err != nil {
+		return err
+	}
+	parts, up, err := mp.ListParts(r.Context(), rc.bucket, rc.key, id)
+	if err != nil {
+		return err
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
+	o := owner{up.Meta.Owner, up.Meta.Owner}
+	res := listPartsResult{NS: s3NS, Bucket: rc.bucket, Key: rc.key, UploadID: id, Initiator: o, Owner: o,
+		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: maxParts}
+	for _, p := range parts {
+		if p.Number <= marker {
+			continue
+		}
+		if len(res.Parts) == maxParts {
+			res.IsTruncated = true
+			break
+		}
+		res.Parts = append(res.Parts, partXML{p.Number, xmlTime(p.ModTime), `"` + p.ETag + `"`, p.Size})
+		res.NextPartNumberMarker = p.Number
+	}
+	return writeXML(w, res)
+}
+
+type uploadXML struct {
+	Key          string `xml:"Key"`
+	UploadID     string `xml:"UploadId"`
+	Initiator    owner  `xml:"Initiator"`
+	Owner        owner  `xml:"Owner"`
+	StorageClass string `xml:"StorageClass"`
+	Initiated    string `xml:"Initiated"`
+}
+
+type listUploadsResult struct {
+	XMLName            xml.Name    `xml:"ListMultipartUploadsResult"`
+	NS                 string      `xml:"xmlns,attr"`
+	Bucket             string      `xml:"Bucket"`
+	KeyMarker          string      `xml:"KeyMarker"`
+	UploadIDMarker     string      `xml:"UploadIdMarker"`
+	NextKeyMarker      string      `xml:"NextKeyMarker"`
+	NextUploadIDMarker string      `xml:"NextUploadIdMarker"`
+	Prefix             string      `xml:"Prefix"`
+	MaxUploads         int         `xml:"MaxUploads"`
+	IsTruncated        bool        `xml:"IsTruncated"`
+	Uploads            []uploadXML `xml:"Upload"`
+}
+
+// listMultipartUploads lists in-progress uploads in key order (then upload
+// id), paged by key-marker/upload-id-marker as S3 does.
+func (s *Server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	mp, err := s.multiparter()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	maxUp, err := intParam(r, "max-uploads", 1000, 1000)
+	if err != nil {
+		return err
+	}
+	prefix, km, um := q.Get("prefix"), q.Get("key-marker"), q.Get("upload-id-marker")
+	ups, err := mp.ListMultipartUploads(r.Context(), rc.bucket, prefix)
+	if err != nil {
+		return err
+	}
+	sort.Slice(ups, func(i, j int) bool {
+		if ups[i].Key != ups[j].Key {
+			return ups[i].Key < ups[j].Key
+		}
+		return ups[i].UploadID < ups[j].UploadID
+	})
+	res := listUploadsResult{NS: s3NS, Bucket: rc.bucket, KeyMarker: km, UploadIDMarker: um, Prefix: prefix, MaxUploads: maxUp}
+	for _, u := range ups {
+		if km != "" && (u.Key < km || (u.Key == km && (um == "" || u.UploadID <= um))) {
+			continue
+		}
+		if len(res.Uploads) == maxUp {
+			res.IsTruncated = true
+			break
+		}
+		o := owner{u.Meta.Owner, u.Meta.Owner}
+		res.Uploads = append(res.Uploads, uploadXML{u.Key, u.UploadID, o, o, "STANDARD", xmlTime(u.Initiated)})
+		res.NextKeyMarker, res.NextUploadIDMarker = u.Key, u.UploadID
+	}
+	return writeXML(w, res)
+}

@@ -1,0 +1,138 @@
+package s3
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tristore/tristore/store"
+)
+
+var opPutObject = &operation{"PutObject", "s3:PutObject", (*Server).putObject}
+
+// maxPutSize is S3's largest single PUT (5 GiB); larger objects need multipart.
+const maxPutSize = 5 << 30
+
+// maxUserMeta is S3's limit on the total size of x-amz-meta-* headers.
+const maxUserMeta = 2 << 10
+
+// storedHeaders are the standard headers kept with an object and returned on GET.
+var storedHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"}
+
+// metaFromRequest collects the metadata a PUT, Copy (REPLACE) or
+// CreateMultipartUpload supplies in its headers.
+func (s *Server) metaFromRequest(h http.Header, rc *reqCtx) (store.ObjectMeta, error) {
+	m := store.ObjectMeta{ContentType: h.Get("Content-Type"), Owner: rc.ident.User}
+	size := 0
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		name, ok := strings.CutPrefix(lk, "x-amz-meta-")
+		if !ok || name == "" {
+			continue
+		}
+		if m.UserMeta == nil {
+			m.UserMeta = map[string]string{}
+		}
+		v := strings.Join(vs, ",")
+		m.UserMeta[name] = v
+		size += len(name) + len(v)
+	}
+	if size > maxUserMeta {
+		return m, ErrMetadataTooLarge
+	}
+	for _, k := range storedHeaders {
+		if v := h.Get(k); v != "" {
+			if k == "Content-Encoding" {
+				// aws-chunked is transfer framing, not the object's encoding.
+				v = strings.TrimPrefix(strings.TrimPrefix(v, "aws-chunked"), ",")
+				if v == "" {
+					continue
+				}
+			}
+			if m.Headers == nil {
+				m.Headers = map[string]string{}
+			}
+			m.Headers[k] = v
+		}
+	}
+	if acl := h.Get("X-Amz-Acl"); acl != "" {
+		if !s.opts.Authz.ValidCannedACL(acl) {
+			return m, ErrInvalidArgument.withMessage("unknown canned ACL " + acl)
+		}
+		if acl != "private" {
+			m.ACL = acl
+		}
+	}
+	return m, nil
+}
+
+// bodySize is the payload length of r: the decoded length of an
+// aws-chunked body, else Content-Length; -1 if unknown.
+func bodySize(r *http.Request) (int64, error) {
+	if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, ErrInvalidArgument.withMessage("invalid x-amz-decoded-content-length")
+		}
+		return n, nil
+	}
+	return r.ContentLength, nil
+}
+
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	ctx := r.Context()
+	size, err := bodySize(r)
+	if err != nil {
+		return err
+	}
+	if size > maxPutSize {
+		return ErrEntityTooLarge
+	}
+	meta, err := s.metaFromRequest(r.Header, rc)
+	if err != nil {
+		return err
+	}
+	// Conditional PUT: If-None-Match: * refuses to overwrite, If-Match
+	// requires the current ETag. Checked before the body is read; two
+	// racing conditional PUTs of a new key may both succeed (the store
+	// has no compare-and-swap), which is documented in docs/s3.md.
+	inm, im := r.Header.Get("If-None-Match"), r.Header.Get("If-Match")
+	if inm != "" || im != "" {
+		if inm != "" && inm != "*" {
+			return ErrNotImplemented.withMessage("If-None-Match on PUT accepts only *")
+		}
+		oi, err := s.st.Stat(ctx, rc.bucket, rc.key)
+		switch {
+		case err == nil:
+			if inm == "*" || !etagMatches(im, oi.ETag) {
+				return ErrPreconditionFailed
+			}
+		case errors.Is(err, store.ErrNoSuchKey):
+			if im != "" {
+				return ErrNoSuchKey
+			}
+		default:
+			return err
+		}
+	}
+	if size < 0 {
+		return ErrMissingContentLength
+	}
+	vr, sums, err := newVerifyingReader(r.Body, size, r.Header)
+	if err != nil {
+		return err
+	}
+	meta.Checksums = sums
+	oi, err := s.st.Put(ctx, rc.bucket, rc.key, vr, size, meta)
+	if err != nil {
+		return vr.bodyError(err)
+	}
+	h := w.Header()
+	h.Set("ETag", `"`+oi.ETag+`"`)
+	for alg, v := range sums {
+		h.Set("X-Amz-Checksum-"+strings.ToLower(alg), v)
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}

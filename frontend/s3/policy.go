@@ -1,0 +1,72 @@
+package s3
+
+import (
+	"net/http"
+)
+
+var (
+	opGetBucketPolicy    = &operation{"GetBucketPolicy", "s3:GetBucketPolicy", (*Server).getBucketPolicy}
+	opPutBucketPolicy    = &operation{"PutBucketPolicy", "s3:PutBucketPolicy", (*Server).putBucketPolicy}
+	opDeleteBucketPolicy = &operation{"DeleteBucketPolicy", "s3:DeleteBucketPolicy", (*Server).deleteBucketPolicy}
+)
+
+// maxPolicySize is S3's limit on a bucket policy document (20 KB).
+const maxPolicySize = 20 << 10
+
+func (s *Server) getBucketPolicy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
+		return err
+	}
+	bc, err := s.bucketConfigurer()
+	if err != nil {
+		return err
+	}
+	doc, err := bc.GetBucketConfig(r.Context(), rc.bucket, cfgPolicy)
+	if err != nil {
+		return err
+	}
+	if doc == "" {
+		return ErrNoSuchBucketPolicy
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte(doc))
+	return nil
+}
+
+// putBucketPolicy validates the document with the Authorizer (which
+// reports MalformedPolicy) before storing it.
+func (s *Server) putBucketPolicy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
+		return err
+	}
+	b, err := readBody(r, maxPolicySize)
+	if err != nil {
+		if err == ErrMaxMessageLength {
+			return &APIError{"PolicyTooLarge", http.StatusBadRequest, "Policies must be no larger than 20 KB."}
+		}
+		return err
+	}
+	if len(b) == 0 {
+		return &APIError{"MalformedPolicy", http.StatusBadRequest, "Policies must be valid JSON and the first byte must be '{'"}
+	}
+	if err := s.opts.Authz.CheckPolicy(b, rc.bucket); err != nil {
+		return err
+	}
+	if err := s.setBucketConfig(r, rc.bucket, cfgPolicy, string(b)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) deleteBucketPolicy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
+		return err
+	}
+	if err := s.setBucketConfig(r, rc.bucket, cfgPolicy, ""); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,306 @@
+// Package s3 is tristore's S3-compatible HTTP front end: buckets, objects
+// (ranges, conditionals, checksums, copy), listings v1/v2, multipart
+// uploads, ACL and policy endpoints, S3 XML errors and Prometheus metrics,
+// over a store.Store. Requests are authenticated by an Authenticator
+// (SigV4, frontend/s3/sigv4) and authorised by an Authorizer
+// (frontend/s3/authz) — both small interfaces so the handlers do not depend
+// on how keys are kept or policies evaluated.
+//
+//	client --HTTP--> Server.ServeHTTP --route--> op (buckets.go, objects_*.go, ...)
+//	                     |  authenticate (sigv4) + skew check
+//	                     |  authorize (owner, ACL, policy from the store)
+//	                     '--errors.go: store/auth errors -> S3 XML error
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tristore/tristore/frontend"
+	"github.com/tristore/tristore/store"
+)
+
+// Options configures a Server. Zero values get the defaults noted.
+type Options struct {
+	// Region is reported by GetBucketLocation and used by SigV4 (default us-east-1).
+	Region string
+	// AllowAnonymous lets unsigned requests act with full access (a
+	// switch for throw-away local setups). Without it, unsigned requests
+	// get only what a public ACL or a bucket policy grants to "*".
+	AllowAnonymous bool
+	// VirtualHosts are domains for virtual-host-style requests: a Host of
+	// "bucket.<domain>" addresses bucket. Others are path-style.
+	VirtualHosts []string
+	// MaxSkew is the largest accepted difference between a signed
+	// request's X-Amz-Date and the server clock (default 15 minutes, as S3).
+	MaxSkew time.Duration
+	// ShutdownTimeout bounds how long in-flight requests may run after
+	// Close or ctx cancellation (default 30 s).
+	ShutdownTimeout time.Duration
+	// MaxHeaderBytes limits request headers (default 64 KiB; larger gets 431).
+	MaxHeaderBytes int
+	Log            *slog.Logger
+	// Metrics, if set, receives the per-operation Prometheus collectors.
+	Metrics prometheus.Registerer
+	// Auth authenticates requests; required.
+	Auth Authenticator
+	// Authz authorises requests; required.
+	Authz Authorizer
+}
+
+// Identity is who sent a request.
+type Identity struct {
+	AccessKey string
+	User      string // user name; "" when anonymous
+	Admin     bool
+	Anonymous bool
+}
+
+// Authenticator checks a request's signature. On success it may replace
+// r.Body with the verified, decoded payload (whose reader fails with a
+// CodedError rather than io.EOF if the payload does not match its
+// signature). Anonymous requests return Identity{Anonymous: true}, nil.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Identity, error)
+}
+
+// AccessRequest is one access-control question: may Principal do Action
+// on Bucket/Key, given the bucket's owner, ACLs and policy document.
+type AccessRequest struct {
+	Principal   string // "" when anonymous
+	Admin       bool
+	Action      string // "s3:GetObject", ...
+	Bucket, Key string
+	BucketOwner string
+	BucketACL   string // canned ACL ("" = private)
+	ObjectACL   string
+	ObjectOwner string
+	Policy      string // bucket policy JSON, "" if none
+}
+
+// Authorizer evaluates access and validates the documents clients upload.
+type Authorizer interface {
+	Allowed(AccessRequest) bool
+	// CheckPolicy returns an error (a CodedError for MalformedPolicy) if doc is not a valid policy for bucket.
+	CheckPolicy(doc []byte, bucket string) error
+	ValidCannedACL(name string) bool
+}
+
+// Server is the S3 front end; it implements frontend.Server and http.Handler.
+type Server struct {
+	st   store.Store
+	opts Options
+	log  *slog.Logger
+	met  *metrics
+
+	mu     sync.Mutex
+	hs     []*http.Server
+	closed bool
+}
+
+// New returns a Server over st.
+func New(st store.Store, opts Options) (*Server, error) {
+	if st == nil {
+		return nil, errors.New("s3: nil store")
+	}
+	if opts.Auth == nil {
+		return nil, errors.New("s3: Options.Auth is required")
+	}
+	if opts.Authz == nil {
+		return nil, errors.New("s3: Options.Authz is required")
+	}
+	if opts.Region == "" {
+		opts.Region = "us-east-1"
+	}
+	if opts.MaxSkew <= 0 {
+		opts.MaxSkew = 15 * time.Minute
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = 64 << 10
+	}
+	for i, d := range opts.VirtualHosts {
+		opts.VirtualHosts[i] = strings.ToLower(strings.TrimPrefix(d, "."))
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	met, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{st: st, opts: opts, log: log.With("protocol", "s3"), met: met}, nil
+}
+
+// Name implements frontend.Server.
+func (s *Server) Name() string { return "s3" }
+
+// Serve serves HTTP on ln until ctx is cancelled or Close is called, then
+// lets in-flight requests finish (up to ShutdownTimeout) and returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.hs = append(s.hs, hs)
+	s.mu.Unlock()
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("s3: %w", err)
+	case <-ctx.Done():
+		s.shutdown(hs)
+		<-errc
+		return nil
+	}
+}
+
+func (s *Server) shutdown(hs *http.Server) {
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("shutdown timeout: closing remaining connections", "err", err)
+		hs.Close()
+	}
+}
+
+// Close stops all Serve loops gracefully (in-flight requests finish).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	hss := s.hs
+	s.hs = nil
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, hs := range hss {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.shutdown(hs) }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// reqCtx carries per-request state through a handler.
+type reqCtx struct {
+	id          string
+	op          *operation
+	bucket, key string
+	ident       Identity
+	bytesIn     int64
+}
+
+// ServeHTTP authenticates, routes, authorises and runs one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rc := &reqCtx{id: newRequestID()}
+	cw := &countingWriter{ResponseWriter: w}
+	cw.Header().Set("x-amz-request-id", rc.id)
+	cw.Header().Set("x-amz-id-2", rc.id)
+	cw.Header().Set("Server", "tristore")
+	err := s.handle(cw, r, rc)
+	var ae *APIError
+	if err != nil {
+		if cw.wrote {
+			// Headers are gone (e.g. a GET body failed mid-stream): all
+			// we can do is cut the connection so the client sees a short body.
+			s.log.Warn("request failed after response started", "op", rc.opName(), "bucket", rc.bucket, "key", rc.key, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		ae = writeError(cw, r, rc, err)
+		if ae.Status >= 500 {
+			s.log.Error("request failed", "op", rc.opName(), "bucket", rc.bucket, "key", rc.key, "code", ae.Code, "err", err, "id", rc.id)
+		} else {
+			s.log.Debug("request refused", "op", rc.opName(), "bucket", rc.bucket, "key", rc.key, "code", ae.Code, "err", err, "id", rc.id)
+		}
+	}
+	s.met.observe(rc.opName(), cw.status(), ae, rc.bytesIn, cw.n, time.Since(start))
+}
+
+func (rc *reqCtx) opName() string {
+	if rc.op == nil {
+		return "Unknown"
+	}
+	return rc.op.name
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	bucket, key, err := s.parseTarget(r)
+	rc.bucket, rc.key = bucket, key
+	if err != nil {
+		return err
+	}
+	op, err := route(r, bucket, key)
+	rc.op = op
+	if err != nil {
+		return err
+	}
+	if err := s.checkSkew(r); err != nil {
+		return err
+	}
+	id, err := s.opts.Auth.Authenticate(r)
+	if err != nil {
+		return err
+	}
+	rc.ident = id
+	if op.action != "" {
+		if err := s.authorize(r.Context(), rc, op.action, bucket, key); err != nil {
+			return err
+		}
+	}
+	if r.Body != nil {
+		r.Body = &countingBody{ReadCloser: r.Body, n: &rc.bytesIn}
+	}
+	return op.fn(s, w, r, rc)
+}
+
+// checkSkew refuses header-signed requests whose date is too far from now.
+// Presigned URLs carry their own expiry, checked by the authenticator.
+func (s *Server) checkSkew(r *http.Request) error {
+	if r.Header.Get("Authorization") == "" {
+		return nil
+	}
+	var t time.Time
+	var err error
+	if v := r.Header.Get("X-Amz-Date"); v != "" {
+		t, err = time.Parse("20060102T150405Z", v)
+	} else if v := r.Header.Get("Date"); v != "" {
+		t, err = http.ParseTime(v)
+	} else {
+		return &APIError{"AccessDenied", http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header"}
+	}
+	if err != nil {
+		return &APIError{"AccessDenied", http.StatusForbidden, "AWS authentication requires a valid Date or x-amz-date header"}
+	}
+	if d := time.Since(t); d > s.opts.MaxSkew || d < -s.opts.MaxSkew {
+		return ErrRequestTimeTooSkewed
+	}
+	return nil
+}
+
+var _ frontend.Server = (*Server)(nil)
+var _ http.Handler = (*Server)(nil)
