@@ -1,0 +1,220 @@
+package iscsi
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"sync"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CRC32C returns the iSCSI digest value of b (Castagnoli polynomial, as
+// computed by hash/crc32, which uses the SSE4.2/ARM instructions).
+func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// crc32cUpdate continues a CRC32C over more bytes.
+func crc32cUpdate(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
+// putDigest stores a digest in wire order (least significant byte first).
+func putDigest(b []byte, crc uint32) { binary.LittleEndian.PutUint32(b, crc) }
+
+// Options are the per-connection framing parameters negotiated at login.
+// Digests apply from the first PDU after the final Login Response.
+type Options struct {
+	HeaderDigest bool
+	DataDigest   bool
+	// MaxRecvDataSegmentLength is the largest data segment this side
+	// accepts; 0 means no limit beyond the 24-bit field (used during login,
+	// where RFC 7143 fixes 8192 but peers may send more).
+	MaxRecvDataSegmentLength int
+}
+
+// ReadPDU reads one complete PDU from r. Errors:
+//   - io.EOF / io.ErrUnexpectedEOF: the connection ended (cleanly before a header);
+//   - ErrHeaderDigest: the header cannot be trusted; the connection must be dropped;
+//   - ErrDataTooLong: the data segment exceeds o.MaxRecvDataSegmentLength (protocol error);
+//   - ErrDataDigest: the header is valid and returned with the error, so the
+//     target can send Reject (reason RejectDataDigest) quoting it;
+//   - ErrUnknownOpcode: the PDU was read completely and is returned, so the
+//     target can answer with Reject and keep the connection;
+//   - ErrBadAHS: a malformed AHS; the PDU is returned.
+func ReadPDU(r io.Reader, o Options) (*PDU, error) {
+	var hdr [BHSLen + 4]byte
+	if _, err := io.ReadFull(r, hdr[:BHSLen]); err != nil {
+		return nil, err
+	}
+	p, ahsLen, dataLen, perr := UnmarshalBHS(hdr[:BHSLen])
+	var ahs []byte
+	if ahsLen > 0 {
+		ahs = make([]byte, ahsLen)
+		if _, err := io.ReadFull(r, ahs); err != nil {
+			return nil, unexpected(err)
+		}
+	}
+	if o.HeaderDigest {
+		if _, err := io.ReadFull(r, hdr[BHSLen:]); err != nil {
+			return nil, unexpected(err)
+		}
+		crc := crc32cUpdate(CRC32C(hdr[:BHSLen]), ahs)
+		if binary.LittleEndian.Uint32(hdr[BHSLen:]) != crc {
+			return p, ErrHeaderDigest
+		}
+	}
+	if o.MaxRecvDataSegmentLength > 0 && dataLen > o.MaxRecvDataSegmentLength {
+		return p, fmt.Errorf("%w: %d > %d", ErrDataTooLong, dataLen, o.MaxRecvDataSegmentLength)
+	}
+	if dataLen > 0 {
+		buf := make([]byte, pad4(dataLen))
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, unexpected(err)
+		}
+		p.Data = buf[:dataLen]
+		if o.DataDigest {
+			var d [4]byte
+			if _, err := io.ReadFull(r, d[:]); err != nil {
+				return nil, unexpected(err)
+			}
+			if binary.LittleEndian.Uint32(d[:]) != CRC32C(buf) {
+				p.Data = nil
+				return p, ErrDataDigest
+			}
+		}
+	}
+	if perr != nil {
+		return p, perr
+	}
+	if err := p.decodeAHS(ahs); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+var zeroPad [4]byte
+
+// AppendPDU appends the wire form of p (header, AHS, header digest, data,
+// padding, data digest) to dst.
+func AppendPDU(dst []byte, p *PDU, o Options) ([]byte, error) {
+	if len(p.Data) > MaxDataSegmentLength {
+		return dst, fmt.Errorf("iscsi: data segment of %d bytes does not fit the 24-bit length", len(p.Data))
+	}
+	ahs := p.EncodeAHS()
+	if len(ahs)%4 != 0 || len(ahs)/4 > 255 {
+		return dst, ErrBadAHS
+	}
+	bhs := p.MarshalBHS(len(ahs))
+	dst = append(dst, bhs[:]...)
+	dst = append(dst, ahs...)
+	if o.HeaderDigest {
+		var d [4]byte
+		putDigest(d[:], crc32cUpdate(CRC32C(bhs[:]), ahs))
+		dst = append(dst, d[:]...)
+	}
+	if n := len(p.Data); n > 0 {
+		dst = append(dst, p.Data...)
+		padn := pad4(n) - n
+		dst = append(dst, zeroPad[:padn]...)
+		if o.DataDigest {
+			var d [4]byte
+			putDigest(d[:], crc32cUpdate(CRC32C(p.Data), zeroPad[:padn]))
+			dst = append(dst, d[:]...)
+		}
+	}
+	return dst, nil
+}
+
+// WritePDU writes p to w in one Write call.
+func WritePDU(w io.Writer, p *PDU, o Options) error {
+	b, err := AppendPDU(make([]byte, 0, BHSLen+8+pad4(len(p.Data))+len(p.AHS)), p, o)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// Conn frames PDUs on a network connection. Reads must come from one
+// goroutine; writes may come from many (they are serialised). The options
+// may be changed between PDUs with SetOptions (e.g. when digests start
+// after login).
+type Conn struct {
+	nc net.Conn
+	br *bufio.Reader
+
+	optMu sync.Mutex
+	rOpt  Options // options for reading (our MaxRecvDataSegmentLength)
+	wOpt  Options // options for writing (digests; peer's limit is checked by the caller)
+
+	wmu  sync.Mutex
+	wbuf []byte
+}
+
+// NewConn wraps nc. Until SetOptions is called no digests are used and the
+// data segment limit is 8192 bytes + slack (login phase, RFC 7143 §6.1).
+func NewConn(nc net.Conn) *Conn {
+	return &Conn{
+		nc:   nc,
+		br:   bufio.NewReaderSize(nc, 64<<10),
+		rOpt: Options{MaxRecvDataSegmentLength: 65536},
+	}
+}
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// SetOptions sets the read and write framing options.
+func (c *Conn) SetOptions(read, write Options) {
+	c.optMu.Lock()
+	c.rOpt, c.wOpt = read, write
+	c.optMu.Unlock()
+}
+
+// ReadPDU reads the next PDU (see the package-level ReadPDU for errors).
+func (c *Conn) ReadPDU() (*PDU, error) {
+	c.optMu.Lock()
+	o := c.rOpt
+	c.optMu.Unlock()
+	return ReadPDU(c.br, o)
+}
+
+// WritePDU writes one PDU atomically with respect to other writers.
+func (c *Conn) WritePDU(p *PDU) error {
+	return c.WritePDUFunc(p, nil)
+}
+
+// WritePDUFunc writes p while holding the write lock, calling prepare(p)
+// first under that lock. A target uses prepare to assign StatSN so that
+// status numbers go out in order.
+func (c *Conn) WritePDUFunc(p *PDU, prepare func(*PDU)) error {
+	c.optMu.Lock()
+	o := c.wOpt
+	c.optMu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if prepare != nil {
+		prepare(p)
+	}
+	var err error
+	c.wbuf, err = AppendPDU(c.wbuf[:0], p, o)
+	if err != nil {
+		return err
+	}
+	_, err = c.nc.Write(c.wbuf)
+	if cap(c.wbuf) > 1<<20 {
+		c.wbuf = nil // do not pin huge buffers between bursts
+	}
+	return err
+}
+
+// Close closes the underlying connection.
+func (c *Conn) Close() error { return c.nc.Close() }
