@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"syscall"
 
+	"github.com/tristore/tristore/frontend/s3/authz"
+	"github.com/tristore/tristore/frontend/s3/sigv4"
 	"github.com/tristore/tristore/store"
 )
 
@@ -95,11 +97,19 @@ type CodedError interface {
 func toAPIError(err error) *APIError {
 	var ae *APIError
 	var ce CodedError
+	var se *sigv4.Error
+	var pe *authz.PolicyError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ce):
 		return &APIError{Code: ce.S3Code(), Status: ce.HTTPStatus(), Message: ce.Error()}
+	case errors.As(err, &se):
+		return &APIError{Code: se.Code, Status: se.Status, Message: se.Message}
+	case errors.As(err, &pe):
+		return &APIError{Code: pe.Code, Status: http.StatusBadRequest, Message: pe.Message}
+	case sigv4.IsUnknownAccessKey(err):
+		return ErrInvalidAccessKeyID
 	case errors.Is(err, store.ErrNoSuchBucket):
 		return ErrNoSuchBucket
 	case errors.Is(err, store.ErrBucketExists):
