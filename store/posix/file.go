@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -52,7 +53,7 @@ func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, pe
 			return nil, err
 		}
 	}
-	return &file{f: f}, nil
+	return &file{f: f, b: b, path: p}, nil
 }
 
 func dirOf(p string) string {
@@ -62,19 +63,58 @@ func dirOf(p string) string {
 	return p
 }
 
-// file is a store.File over an *os.File.
-type file struct{ f *os.File }
+// file is a store.File over an *os.File. Besides the size/mtime check,
+// writes through it mark the object's ETag stale explicitly (on the first
+// change and again on Sync and Close), because a write landing in the same
+// clock tick as the last hash may leave size and mtime unchanged.
+type file struct {
+	f     *os.File
+	b     *Backend
+	path  string
+	dirty atomic.Bool
+}
 
 func (f *file) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
 
+// changed is called before every modification.
+func (f *file) changed() {
+	if !f.dirty.Swap(true) {
+		f.invalidate()
+	}
+}
+
+// invalidate clears the stored ETag, keeping the rest of the metadata.
+func (f *file) invalidate() {
+	rec := f.b.readRecord(f.path, f.f)
+	if rec == nil || rec.ETag == "" {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.f.Fd()), &st) != nil {
+		return
+	}
+	rec.ETag, rec.Parts = "", nil
+	f.b.writeRecord(f.path, f.f, &st, rec)
+}
+
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	f.changed()
 	n, err := f.f.WriteAt(p, off)
 	return n, fsErr(err)
 }
 
-func (f *file) Sync() error { return fsErr(f.f.Sync()) }
+func (f *file) Sync() error {
+	err := fsErr(f.f.Sync())
+	if f.dirty.Swap(false) {
+		f.invalidate()
+	}
+	return err
+}
 
-func (f *file) Truncate(size int64) error { return fsErr(f.f.Truncate(size)) }
+func (f *file) Truncate(size int64) error {
+	f.changed()
+	return fsErr(f.f.Truncate(size))
+}
 
 func (f *file) Size() (int64, error) {
 	fi, err := f.f.Stat()
@@ -84,7 +124,12 @@ func (f *file) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
-func (f *file) Close() error { return f.f.Close() }
+func (f *file) Close() error {
+	if f.dirty.Swap(false) {
+		f.invalidate()
+	}
+	return f.f.Close()
+}
 
 // PunchHole deallocates [off, off+n) keeping the file size; the range then
 // reads as zeros.
@@ -92,6 +137,7 @@ func (f *file) PunchHole(off, n int64) error {
 	if n <= 0 {
 		return nil
 	}
+	f.changed()
 	err := unix.Fallocate(int(f.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("%w: punch hole: %v", store.ErrNotSupported, err)
