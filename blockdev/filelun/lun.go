@@ -1,0 +1,203 @@
+// Package filelun is a blockdev.Device over a store volume: a sparse file
+// object opened through store.Filer. It is what the iSCSI target serves as
+// a LUN, and because the volume is an ordinary object it can also be read
+// over S3 or NFS.
+//
+// Durability follows DESIGN.md: plain writes land in the page cache (the
+// target reports a volatile write cache, WCE=1); WriteAtFUA and Flush
+// fsync the file before returning, so FUA writes and SYNCHRONIZE CACHE
+// reach the disk before the SCSI status is sent.
+package filelun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tristore/tristore/blockdev"
+	"github.com/tristore/tristore/store"
+)
+
+// DefaultBlockSize is the logical block size of volumes.
+const DefaultBlockSize = 512
+
+// LUN is a Device over a store.File. The size is re-read from the file
+// every SizePollInterval so that a volume grown by `tristore volume resize`
+// while being served shows its new capacity (the target then reports a
+// CAPACITY DATA HAS CHANGED unit attention).
+type LUN struct {
+	f       store.File
+	hp      store.HolePuncher // nil if the store cannot punch holes
+	bs      int
+	size    atomic.Int64
+	closed  atomic.Bool
+	release func() // drops the in-use lock, if any
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// SizePollInterval is how often the file size is re-read.
+var SizePollInterval = time.Second
+
+// New wraps an open store.File (which the LUN then owns and closes).
+// The file size must be a multiple of blockSize.
+func New(f store.File, blockSize int) (*LUN, error) {
+	if blockSize <= 0 || blockSize&(blockSize-1) != 0 {
+		return nil, fmt.Errorf("filelun: block size %d is not a power of two", blockSize)
+	}
+	sz, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("filelun: size: %w", err)
+	}
+	l := &LUN{f: f, bs: blockSize, stop: make(chan struct{})}
+	l.size.Store(sz - sz%int64(blockSize))
+	if hp, ok := f.(store.HolePuncher); ok {
+		l.hp = hp
+	}
+	l.wg.Add(1)
+	go l.pollSize()
+	return l, nil
+}
+
+func (l *LUN) pollSize() {
+	defer l.wg.Done()
+	t := time.NewTicker(SizePollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			if sz, err := l.f.Size(); err == nil {
+				l.size.Store(sz - sz%int64(l.bs))
+			}
+		}
+	}
+}
+
+func (l *LUN) check(p []byte, off int64) error {
+	if l.closed.Load() {
+		return blockdev.ErrClosed
+	}
+	if off%int64(l.bs) != 0 || len(p)%l.bs != 0 {
+		return blockdev.ErrMisaligned
+	}
+	if off < 0 || off+int64(len(p)) > l.size.Load() {
+		return blockdev.ErrOutOfRange
+	}
+	return nil
+}
+
+// ReadAt reads whole blocks. Holes read as zeros.
+func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := l.check(p, off); err != nil {
+		return 0, err
+	}
+	n, err := l.f.ReadAt(p, off)
+	if errors.Is(err, io.EOF) {
+		// The file was shrunk under us between the size check and the
+		// read: the missing tail reads as zeros, as a hole would.
+		clear(p[n:])
+		return len(p), nil
+	}
+	return n, err
+}
+
+// WriteAt writes whole blocks into the page cache (not yet durable).
+func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := l.check(p, off); err != nil {
+		return 0, err
+	}
+	return l.f.WriteAt(p, off)
+}
+
+// WriteAtFUA writes and then syncs the file, so the data is durable on return.
+func (l *LUN) WriteAtFUA(ctx context.Context, p []byte, off int64) (int, error) {
+	n, err := l.WriteAt(ctx, p, off)
+	if err != nil {
+		return n, err
+	}
+	return n, l.f.Sync()
+}
+
+// Flush makes every completed write durable.
+func (l *LUN) Flush(ctx context.Context) error {
+	if l.closed.Load() {
+		return blockdev.ErrClosed
+	}
+	return l.f.Sync()
+}
+
+// Unmap deallocates whole blocks; later reads return zeros. Stores that
+// cannot punch holes get zeros written instead, so the read-back promise
+// (LBPRZ) holds either way.
+func (l *LUN) Unmap(ctx context.Context, off, n int64) error {
+	if l.closed.Load() {
+		return blockdev.ErrClosed
+	}
+	if off%int64(l.bs) != 0 || n%int64(l.bs) != 0 {
+		return blockdev.ErrMisaligned
+	}
+	if off < 0 || n < 0 || off+n > l.size.Load() {
+		return blockdev.ErrOutOfRange
+	}
+	if l.hp != nil {
+		err := l.hp.PunchHole(off, n)
+		if err == nil || !errors.Is(err, store.ErrNotSupported) {
+			return err
+		}
+	}
+	zero := make([]byte, min(n, 1<<20))
+	for done := int64(0); done < n; {
+		c := min(int64(len(zero)), n-done)
+		if _, err := l.f.WriteAt(zero[:c], off+done); err != nil {
+			return err
+		}
+		done += c
+	}
+	return nil
+}
+
+// CanPunchHoles reports whether Unmap deallocates space (thin provisioning).
+func (l *LUN) CanPunchHoles() bool { return l.hp != nil }
+
+// Size is the capacity in bytes (a multiple of BlockSize).
+func (l *LUN) Size() int64 { return l.size.Load() }
+
+// RefreshSize re-reads the file size now and returns it.
+func (l *LUN) RefreshSize() int64 {
+	if sz, err := l.f.Size(); err == nil {
+		l.size.Store(sz - sz%int64(l.bs))
+	}
+	return l.size.Load()
+}
+
+// BlockSize is the logical block size.
+func (l *LUN) BlockSize() int { return l.bs }
+
+// Close syncs nothing (callers Flush first when they need durability),
+// stops the size poller and closes the file.
+func (l *LUN) Close() error {
+	var err error
+	l.once.Do(func() {
+		l.closed.Store(true)
+		close(l.stop)
+		l.wg.Wait()
+		err = l.f.Close()
+		if l.release != nil {
+			l.release()
+		}
+	})
+	return err
+}
+
+var (
+	_ blockdev.Device    = (*LUN)(nil)
+	_ blockdev.FUAWriter = (*LUN)(nil)
+	_ blockdev.Unmapper  = (*LUN)(nil)
+)

@@ -1,0 +1,403 @@
+package filelun
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tristore/tristore/store"
+)
+
+// Volumes.
+//
+// A volume BUCKET/NAME is the object NAME in BUCKET: a sparse file of the
+// volume's size. What makes an object a volume is its entry in the
+// bucket's config document "iscsi-volumes" (store.BucketConfigurer), a
+// small JSON map name -> {serial, created}. A registry was chosen over an
+// object metadata flag because listing volumes must not Stat every object
+// (Stat of a file written in place re-hashes it for the ETag, which for a
+// big volume means reading it all) and because the serial number that the
+// iSCSI target reports in VPD pages must survive restarts.
+//
+// Volume names are 1-64 characters of [a-z0-9-], starting with a letter
+// or digit, so that "iqn...:BUCKET:NAME" is a valid iSCSI name.
+//
+// In use: a running target holds a shared flock on the volume file (when
+// the store is a local tree, store.LocalPather); shrinking or deleting a
+// volume takes the lock exclusively without waiting and fails with
+// ErrInUse instead of pulling blocks from under a live initiator. Growing
+// is allowed live: the target notices the new size and reports a
+// CAPACITY DATA HAS CHANGED unit attention.
+
+// ConfigName is the bucket config document holding the volume registry.
+const ConfigName = "iscsi-volumes"
+
+var (
+	// ErrNotVolume is returned for BUCKET/NAME that is not a registered volume.
+	ErrNotVolume = errors.New("not a volume")
+	// ErrVolumeExists is returned by Create when the name is taken.
+	ErrVolumeExists = errors.New("volume already exists")
+	// ErrInUse is returned when a volume to shrink or delete is being served.
+	ErrInUse = errors.New("volume is in use by a running target")
+	// ErrBadName is returned for an invalid volume name.
+	ErrBadName = errors.New("invalid volume name (want 1-64 of a-z, 0-9, '-')")
+	// ErrBadSize is returned for a size that is zero, negative or not block-aligned.
+	ErrBadSize = errors.New("invalid volume size")
+)
+
+// Info describes a volume.
+type Info struct {
+	Bucket    string    `json:"bucket"`
+	Name      string    `json:"name"`
+	Size      int64     `json:"size"`
+	Allocated int64     `json:"allocated"` // bytes on disk; -1 if unknown
+	Serial    string    `json:"serial"`
+	Created   time.Time `json:"created"`
+}
+
+type regEntry struct {
+	Serial  string `json:"serial"`
+	Created int64  `json:"created"`
+}
+
+// Store is what volume management needs from a store.
+type Store interface {
+	store.Store
+	store.Filer
+	store.BucketConfigurer
+}
+
+// AsStore checks that st has the optional interfaces volumes need.
+func AsStore(st store.Store) (Store, error) {
+	vs, ok := st.(Store)
+	if !ok {
+		return nil, fmt.Errorf("volumes: %w: store lacks random-access files or bucket config", store.ErrNotSupported)
+	}
+	return vs, nil
+}
+
+// ValidName reports whether name is a valid volume name.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 64 || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseRef splits "BUCKET/NAME".
+func ParseRef(ref string) (bucket, name string, err error) {
+	b, n, ok := strings.Cut(ref, "/")
+	if !ok || b == "" || n == "" {
+		return "", "", fmt.Errorf("volume %q: want BUCKET/NAME", ref)
+	}
+	if !ValidName(n) {
+		return "", "", fmt.Errorf("volume %q: %w", ref, ErrBadName)
+	}
+	return b, n, nil
+}
+
+// ParseSize parses sizes like 1G, 512M, 4096, 10GiB, 1T (binary units).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	u := strings.ToUpper(t)
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
+	mult := int64(1)
+	if u != "" {
+		switch u[len(u)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			u = u[:len(u)-1]
+		}
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%w: %q (want e.g. 1G, 512M, 4096)", ErrBadSize, s)
+	}
+	return n * mult, nil
+}
+
+func readRegistry(ctx context.Context, st Store, bucket string) (map[string]regEntry, error) {
+	doc, err := st.GetBucketConfig(ctx, bucket, ConfigName)
+	if err != nil {
+		return nil, err
+	}
+	reg := map[string]regEntry{}
+	if doc == "" {
+		return reg, nil
+	}
+	if err := json.Unmarshal([]byte(doc), &reg); err != nil {
+		return nil, fmt.Errorf("volumes: registry of bucket %s is corrupt: %w", bucket, err)
+	}
+	return reg, nil
+}
+
+func writeRegistry(ctx context.Context, st Store, bucket string, reg map[string]regEntry) error {
+	if len(reg) == 0 {
+		return st.SetBucketConfig(ctx, bucket, ConfigName, "")
+	}
+	b, err := json.Marshal(reg)
+	if err != nil {
+		return err
+	}
+	return st.SetBucketConfig(ctx, bucket, ConfigName, string(b))
+}
+
+func newSerial() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Create makes a new sparse volume of size bytes (a multiple of the block
+// size) and registers it.
+func Create(ctx context.Context, st Store, bucket, name string, size int64) (Info, error) {
+	if !ValidName(name) {
+		return Info{}, ErrBadName
+	}
+	if size <= 0 || size%DefaultBlockSize != 0 {
+		return Info{}, fmt.Errorf("%w: %d is not a positive multiple of %d", ErrBadSize, size, DefaultBlockSize)
+	}
+	reg, err := readRegistry(ctx, st, bucket)
+	if err != nil {
+		return Info{}, err
+	}
+	if _, ok := reg[name]; ok {
+		return Info{}, fmt.Errorf("%s/%s: %w", bucket, name, ErrVolumeExists)
+	}
+	f, err := st.OpenFile(ctx, bucket, name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return Info{}, fmt.Errorf("%s/%s: an object with that name exists: %w", bucket, name, ErrVolumeExists)
+		}
+		return Info{}, err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		st.Delete(ctx, bucket, name)
+		return Info{}, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		st.Delete(ctx, bucket, name)
+		return Info{}, err
+	}
+	f.Close()
+	e := regEntry{Serial: newSerial(), Created: time.Now().Unix()}
+	reg[name] = e
+	if err := writeRegistry(ctx, st, bucket, reg); err != nil {
+		st.Delete(ctx, bucket, name)
+		return Info{}, err
+	}
+	return Info{Bucket: bucket, Name: name, Size: size, Allocated: allocated(st, bucket, name), Serial: e.Serial, Created: time.Unix(e.Created, 0)}, nil
+}
+
+// Get returns one volume's info.
+func Get(ctx context.Context, st Store, bucket, name string) (Info, error) {
+	reg, err := readRegistry(ctx, st, bucket)
+	if err != nil {
+		return Info{}, err
+	}
+	e, ok := reg[name]
+	if !ok {
+		return Info{}, fmt.Errorf("%s/%s: %w", bucket, name, ErrNotVolume)
+	}
+	return info(ctx, st, bucket, name, e)
+}
+
+func info(ctx context.Context, st Store, bucket, name string, e regEntry) (Info, error) {
+	f, err := st.OpenFile(ctx, bucket, name, os.O_RDONLY, 0)
+	if err != nil {
+		return Info{}, fmt.Errorf("volume %s/%s is registered but its object is unreadable: %w", bucket, name, err)
+	}
+	defer f.Close()
+	sz, err := f.Size()
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Bucket: bucket, Name: name, Size: sz, Allocated: allocated(st, bucket, name), Serial: e.Serial, Created: time.Unix(e.Created, 0)}, nil
+}
+
+// List returns the volumes of bucket ("" for every bucket), sorted.
+func List(ctx context.Context, st Store, bucket string) ([]Info, error) {
+	var buckets []string
+	if bucket != "" {
+		buckets = []string{bucket}
+	} else {
+		bs, err := st.ListBuckets(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			buckets = append(buckets, b.Name)
+		}
+	}
+	var out []Info
+	for _, b := range buckets {
+		reg, err := readRegistry(ctx, st, b)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(reg))
+		for n := range reg {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			in, err := info(ctx, st, b, n, reg[n])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// Resize changes a volume's size. Growing is always allowed; shrinking
+// fails with ErrInUse while a target serves the volume.
+func Resize(ctx context.Context, st Store, bucket, name string, size int64) (Info, error) {
+	if size <= 0 || size%DefaultBlockSize != 0 {
+		return Info{}, fmt.Errorf("%w: %d is not a positive multiple of %d", ErrBadSize, size, DefaultBlockSize)
+	}
+	old, err := Get(ctx, st, bucket, name)
+	if err != nil {
+		return Info{}, err
+	}
+	if size < old.Size {
+		unlock, err := lockVolume(st, bucket, name, true)
+		if err != nil {
+			return Info{}, err
+		}
+		defer unlock()
+	}
+	f, err := st.OpenFile(ctx, bucket, name, os.O_RDWR, 0)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return Info{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return Info{}, err
+	}
+	return Get(ctx, st, bucket, name)
+}
+
+// Delete removes a volume (its object and registry entry). It fails with
+// ErrInUse while a target serves it.
+func Delete(ctx context.Context, st Store, bucket, name string) error {
+	reg, err := readRegistry(ctx, st, bucket)
+	if err != nil {
+		return err
+	}
+	if _, ok := reg[name]; !ok {
+		return fmt.Errorf("%s/%s: %w", bucket, name, ErrNotVolume)
+	}
+	unlock, err := lockVolume(st, bucket, name, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := st.Delete(ctx, bucket, name); err != nil && !errors.Is(err, store.ErrNoSuchKey) {
+		return err
+	}
+	delete(reg, name)
+	return writeRegistry(ctx, st, bucket, reg)
+}
+
+// Open opens a registered volume as a LUN and marks it in use until Close.
+func Open(ctx context.Context, st Store, bucket, name string) (*LUN, Info, error) {
+	in, err := Get(ctx, st, bucket, name)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	unlock, err := lockVolume(st, bucket, name, false)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	f, err := st.OpenFile(ctx, bucket, name, os.O_RDWR, 0)
+	if err != nil {
+		unlock()
+		return nil, Info{}, err
+	}
+	l, err := New(f, DefaultBlockSize)
+	if err != nil {
+		f.Close()
+		unlock()
+		return nil, Info{}, err
+	}
+	l.release = unlock
+	return l, in, nil
+}
+
+// localPath returns the file of bucket/name when the store is a local tree.
+func localPath(st store.Store, bucket, name string) (string, bool) {
+	lp, ok := st.(store.LocalPather)
+	if !ok {
+		return "", false
+	}
+	return filepath.Join(lp.Root(), bucket, name), true
+}
+
+// allocated returns the bytes a volume occupies on disk, or -1.
+func allocated(st store.Store, bucket, name string) int64 {
+	p, ok := localPath(st, bucket, name)
+	if !ok {
+		return -1
+	}
+	var s syscall.Stat_t
+	if err := syscall.Stat(p, &s); err != nil {
+		return -1
+	}
+	return s.Blocks * 512
+}
+
+// lockVolume takes a shared (target) or exclusive (shrink/delete) flock on
+// the volume file without waiting. Stores without local files get no lock.
+func lockVolume(st store.Store, bucket, name string, exclusive bool) (func(), error) {
+	p, ok := localPath(st, bucket, name)
+	if !ok {
+		return func() {}, nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s/%s: %w (stop `tristore serve` or only grow it)", bucket, name, ErrInUse)
+		}
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
