@@ -100,7 +100,7 @@ func parseACLBody(b []byte, ownerID string) (string, error) {
 			set = append(set, "all:"+perm)
 		case g.Grantee.URI == authUsersURI:
 			set = append(set, "auth:"+perm)
-		case g.Grantee.ID != "" && (g.Grantee.ID == ownerID || g.Grantee.ID == in.Owner.ID) && perm == "FULL_CONTROL":
+		case g.Grantee.URI == "" && g.Grantee.Email == "" && (g.Grantee.ID == ownerID || g.Grantee.ID == in.Owner.ID) && perm == "FULL_CONTROL":
 			// the owner's own grant
 		default:
 			return "", ErrNotImplemented.withMessage("only ACLs equivalent to a canned ACL (private, public-read, public-read-write, authenticated-read) are supported")

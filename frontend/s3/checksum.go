@@ -42,7 +42,7 @@ type expected struct {
 // the digests the client supplied (Content-MD5, x-amz-checksum-*). When the
 // last byte arrives — counted, because a store that knows the size stops
 // reading without seeing EOF — it compares them, and on a mismatch returns
-// an error together with the final bytes, so the store fails the write and
+// an error instead of the final bytes, so the store fails the write and
 // discards its temporary file: nothing unverified is ever published. It
 // also remembers the first error of the underlying body (truncation, a bad
 // chunk signature) so the handler reports that, not the store's wrapping.
@@ -83,7 +83,9 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF || (v.size >= 0 && v.n == v.size) {
 		if ferr := v.finish(); ferr != nil {
-			return n, ferr
+			// Withhold the final bytes: consumers such as io.ReadFull
+			// drop an error that comes with a full buffer.
+			return 0, ferr
 		}
 	}
 	return n, err
