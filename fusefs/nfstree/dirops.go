@@ -1,0 +1,208 @@
+package nfstree
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tristore/tristore/client/nfs"
+)
+
+// Namespace operations: create, mkdir, mknod, unlink, rmdir, rename, link,
+// symlink, readlink. Each one is a single NFS call; the directory's
+// READDIRPLUS cache is dropped after any change to it.
+
+func errorsIsNotSupp(err error) bool { return errors.Is(err, nfs.ErrNotSupp) }
+
+// owner returns the SETATTR owner fields for a new object: the calling
+// process's uid/gid. All calls go out under the mount's one AUTH_SYS
+// identity, so without this every file would belong to that identity;
+// when that identity is root the server lets us set the real owner.
+func (n *Node) owner(ctx context.Context, s *nfs.SetAttr) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if caller, ok := fuse.FromContext(ctx); ok && caller != nil {
+		if caller.Uid != 0 {
+			u := caller.Uid
+			s.UID = &u
+		}
+		if caller.Gid != 0 {
+			g := caller.Gid
+			s.GID = &g
+		}
+	}
+}
+
+// Create implements fs.NodeCreater: GUARDED for O_EXCL, else UNCHECKED.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	m := mode & 0o7777
+	s := nfs.SetAttr{Mode: &m}
+	n.owner(ctx, &s)
+	how := nfs.Unchecked
+	if flags&syscall.O_EXCL != 0 {
+		how = nfs.Guarded
+	}
+	if flags&syscall.O_TRUNC != 0 || how == nfs.Guarded {
+		sz := uint64(0)
+		s.Size = &sz
+	}
+	fh, a, err := n.fsys.c.Create(ctx, n.handle(), name, how, s, nfs.Verifier{})
+	n.forgetPlus()
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	ino := n.child(ctx, fh, a, out)
+	child := ino.Operations().(*Node)
+	h, fuseFlags := child.newHandle(flags, a)
+	return ino, h, fuseFlags, 0
+}
+
+// Mkdir implements fs.NodeMkdirer.
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := mode & 0o7777
+	s := nfs.SetAttr{Mode: &m}
+	n.owner(ctx, &s)
+	fh, a, err := n.fsys.c.Mkdir(ctx, n.handle(), name, s)
+	n.forgetPlus()
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, fh, a, out), 0
+}
+
+// Mknod implements fs.NodeMknoder for FIFOs, sockets and devices.
+func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var typ nfs.FileType
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		typ = nfs.TypeFIFO
+	case syscall.S_IFSOCK:
+		typ = nfs.TypeSock
+	case syscall.S_IFCHR:
+		typ = nfs.TypeChr
+	case syscall.S_IFBLK:
+		typ = nfs.TypeBlk
+	case syscall.S_IFREG, 0:
+		fh, a, err := n.fsys.c.Create(ctx, n.handle(), name, nfs.Guarded, nfs.SetAttr{Mode: ptr(mode & 0o7777)}, nfs.Verifier{})
+		n.forgetPlus()
+		if err != nil {
+			return nil, errno(err)
+		}
+		return n.child(ctx, fh, a, out), 0
+	default:
+		return nil, syscall.EINVAL
+	}
+	m := mode & 0o7777
+	s := nfs.SetAttr{Mode: &m}
+	n.owner(ctx, &s)
+	major, minor := (dev>>8)&0xfff, (dev&0xff)|((dev>>12)&0xfff00)
+	fh, a, err := n.fsys.c.Mknod(ctx, n.handle(), name, typ, s, major, minor)
+	n.forgetPlus()
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, fh, a, out), 0
+}
+
+func ptr(v uint32) *uint32 { return &v }
+
+// Unlink implements fs.NodeUnlinker.
+func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	err := n.fsys.c.Remove(ctx, n.handle(), name)
+	n.forgetPlus()
+	return errno(err)
+}
+
+// Rmdir implements fs.NodeRmdirer.
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	err := n.fsys.c.Rmdir(ctx, n.handle(), name)
+	n.forgetPlus()
+	return errno(err)
+}
+
+// renameNoReplace and renameExchange are the renameat2 flags.
+const (
+	renameNoReplace = 1
+	renameExchange  = 2
+)
+
+// Rename implements fs.NodeRenamer. NFS v3 RENAME always replaces, so
+// RENAME_NOREPLACE is checked with a LOOKUP first (not atomic against other
+// clients, as with the kernel NFS client) and RENAME_EXCHANGE is refused.
+func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*Node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if flags&renameExchange != 0 {
+		return syscall.EINVAL
+	}
+	if flags&renameNoReplace != 0 {
+		if _, _, err := n.fsys.c.Lookup(ctx, np.handle(), newName); err == nil {
+			return syscall.EEXIST
+		} else if !errors.Is(err, nfs.ErrNoEnt) {
+			return errno(err)
+		}
+	}
+	err := n.fsys.c.Rename(ctx, n.handle(), name, np.handle(), newName)
+	n.forgetPlus()
+	np.forgetPlus()
+	return errno(err)
+}
+
+// Link implements fs.NodeLinker.
+func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	a, err := n.fsys.c.Link(ctx, t.handle(), n.handle(), name)
+	n.forgetPlus()
+	if err != nil {
+		return nil, errno(err)
+	}
+	if a == nil {
+		if a, err = n.fsys.c.Getattr(ctx, t.handle()); err != nil {
+			return nil, errno(err)
+		}
+	}
+	return n.child(ctx, t.handle(), a, out), 0
+}
+
+// Symlink implements fs.NodeSymlinker.
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var s nfs.SetAttr
+	n.owner(ctx, &s)
+	fh, a, err := n.fsys.c.Symlink(ctx, n.handle(), name, target, s)
+	n.forgetPlus()
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, fh, a, out), 0
+}
+
+// Readlink implements fs.NodeReadlinker.
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	s, err := n.fsys.c.Readlink(ctx, n.handle())
+	if err != nil {
+		return nil, errno(err)
+	}
+	return []byte(s), 0
+}
+
+var (
+	_ fs.NodeCreater    = (*Node)(nil)
+	_ fs.NodeMkdirer    = (*Node)(nil)
+	_ fs.NodeMknoder    = (*Node)(nil)
+	_ fs.NodeUnlinker   = (*Node)(nil)
+	_ fs.NodeRmdirer    = (*Node)(nil)
+	_ fs.NodeRenamer    = (*Node)(nil)
+	_ fs.NodeLinker     = (*Node)(nil)
+	_ fs.NodeSymlinker  = (*Node)(nil)
+	_ fs.NodeReadlinker = (*Node)(nil)
+)

@@ -1,0 +1,300 @@
+package nfstree
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tristore/tristore/client/nfs"
+)
+
+// Open files and the three access forms (seed 000, Table I):
+//
+//	formDirect (O_DIRECT): FOPEN_DIRECT_IO, so the kernel neither caches
+//	  nor reads ahead; a write(2) of up to wsize bytes is one FILE_SYNC
+//	  WRITE, a larger one is UNSTABLE WRITEs in parallel plus a COMMIT, so
+//	  it is stable before write(2) returns either way (what the Linux NFS
+//	  client does for O_DIRECT).
+//	formSync (O_SYNC / O_DSYNC): page cache and read-ahead for reads; each
+//	  write(2) is sent at once as FILE_SYNC (DATA_SYNC for O_DSYNC).
+//	formDefault: page cache and read-ahead; write-back. Writes collect in
+//	  a buffer of Options.WriteBehind bytes (contiguous appends grow it, any
+//	  other write sends it first), are sent UNSTABLE in parallel wsize
+//	  chunks, and COMMITted on fsync(2), on close(2) (FUSE flush) and when
+//	  Options.CommitEvery bytes are uncommitted. Data stays in memory until
+//	  its COMMIT succeeds under the same write verifier; if the verifier
+//	  changed (server restart), it is all sent again.
+
+type form int
+
+const (
+	formDefault form = iota
+	formSync
+	formDirect
+)
+
+type handle struct {
+	n    *Node
+	form form
+	how  nfs.Stable // for formSync
+
+	mu   sync.Mutex // serialises this handle's I/O
+	buf  []byte     // write-behind buffer (formDefault)
+	bufO uint64     // file offset of buf[0]
+	un   *nfs.UnstableWriter
+	err  syscall.Errno // a failed background send, reported at flush/fsync
+}
+
+func (n *Node) newHandle(flags uint32, a *nfs.Attr) (*handle, uint32) {
+	h := &handle{n: n, form: formDefault}
+	switch n.fsys.opts.Form {
+	case "direct":
+		flags |= syscall.O_DIRECT
+	case "sync":
+		flags |= syscall.O_SYNC
+	}
+	var fuseFlags uint32
+	switch {
+	case flags&syscall.O_DIRECT != 0:
+		h.form = formDirect
+		fuseFlags |= fuse.FOPEN_DIRECT_IO
+	case flags&syscall.O_SYNC == syscall.O_SYNC:
+		h.form, h.how = formSync, nfs.FileSync
+	case flags&syscall.O_DSYNC != 0:
+		h.form, h.how = formSync, nfs.DataSync
+	}
+	n.mu.Lock()
+	if h.form != formDirect && a != nil && a.Size == n.seenSize && a.Mtime.Equal(n.seenMtime) {
+		// Close-to-open: unchanged since we last looked, keep the cache.
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	if a != nil {
+		n.seenSize, n.seenMtime = a.Size, a.Mtime
+	}
+	if h.form == formDefault && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		h.un = nfs.NewUnstable(n.fsys.c, n.fh)
+		if n.writers == nil {
+			n.writers = map[*handle]struct{}{}
+		}
+		n.writers[h] = struct{}{}
+	}
+	n.mu.Unlock()
+	return h, fuseFlags
+}
+
+// Open implements fs.NodeOpener; it revalidates attributes (close-to-open).
+func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if e := n.flushWriters(ctx); e != 0 {
+		return nil, 0, e
+	}
+	a, err := n.fsys.c.Getattr(ctx, n.handle())
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	if flags&syscall.O_TRUNC != 0 && a.Size != 0 {
+		wcc, err := n.fsys.c.Setattr(ctx, n.handle(), nfs.SetAttr{Size: new(uint64)}, nil)
+		if err != nil {
+			return nil, 0, errno(err)
+		}
+		if wcc.After != nil {
+			a = wcc.After
+		}
+	}
+	h, ff := n.newHandle(flags, a)
+	return h, ff, 0
+}
+
+// Read implements fs.FileReader.
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.buf) > 0 {
+		// Reads must see this handle's buffered writes.
+		if e := h.sendLocked(ctx); e != 0 {
+			return nil, e
+		}
+	}
+	n, err := h.n.fsys.c.ReadAt(ctx, h.n.handle(), dest, uint64(off))
+	if err != nil && n == 0 && !isEOF(err) {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Write implements fs.FileWriter.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.n.fsys.c
+	fh := h.n.handle()
+	switch h.form {
+	case formDirect:
+		if len(data) <= int(c.Wsize()) {
+			wr, err := c.Write(ctx, fh, uint64(off), data, nfs.FileSync)
+			if err == nil && int(wr.Count) < len(data) {
+				// Short write: send the rest the general way.
+				err = h.writeStableRest(ctx, fh, uint64(off)+uint64(wr.Count), data[wr.Count:])
+			}
+			if err != nil {
+				return 0, errno(err)
+			}
+			return uint32(len(data)), 0
+		}
+		u := nfs.NewUnstable(c, fh)
+		if err := u.WriteAt(ctx, data, uint64(off), false); err != nil {
+			return 0, errno(err)
+		}
+		if err := u.Commit(ctx); err != nil {
+			return 0, errno(err)
+		}
+		return uint32(len(data)), 0
+	case formSync:
+		if err := h.writeStable(ctx, fh, uint64(off), data, h.how); err != nil {
+			return 0, errno(err)
+		}
+		return uint32(len(data)), 0
+	}
+	// formDefault: write-behind.
+	if h.un == nil {
+		return 0, syscall.EBADF
+	}
+	if len(h.buf) > 0 && uint64(off) != h.bufO+uint64(len(h.buf)) {
+		if e := h.sendLocked(ctx); e != 0 {
+			return 0, e
+		}
+	}
+	if len(h.buf) == 0 {
+		h.bufO = uint64(off)
+		if h.buf == nil {
+			h.buf = make([]byte, 0, h.n.fsys.opts.WriteBehind)
+		}
+	}
+	h.buf = append(h.buf, data...)
+	if len(h.buf) >= h.n.fsys.opts.WriteBehind {
+		if e := h.sendLocked(ctx); e != 0 {
+			return 0, e
+		}
+	}
+	return uint32(len(data)), 0
+}
+
+func (h *handle) writeStable(ctx context.Context, fh nfs.FH, off uint64, data []byte, how nfs.Stable) error {
+	c := h.n.fsys.c
+	for len(data) > 0 {
+		n := min(len(data), int(c.Wsize()))
+		wr, err := c.Write(ctx, fh, off, data[:n], how)
+		if err != nil {
+			return err
+		}
+		if wr.Count == 0 {
+			return syscall.EIO
+		}
+		off += uint64(wr.Count)
+		data = data[wr.Count:]
+	}
+	return nil
+}
+
+func (h *handle) writeStableRest(ctx context.Context, fh nfs.FH, off uint64, data []byte) error {
+	return h.writeStable(ctx, fh, off, data, nfs.FileSync)
+}
+
+// sendBuffered sends buffered data without committing (before GETATTR).
+func (h *handle) sendBuffered(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sendLocked(ctx)
+}
+
+// sendLocked sends the write-behind buffer UNSTABLE and commits early when
+// too much is uncommitted. The buffer is handed to the UnstableWriter (it
+// keeps it until COMMIT), so a fresh one is started.
+func (h *handle) sendLocked(ctx context.Context) syscall.Errno {
+	if len(h.buf) == 0 || h.un == nil {
+		return 0
+	}
+	data, off := h.buf, h.bufO
+	h.buf = nil
+	if err := h.un.WriteAt(ctx, data, off, true); err != nil {
+		h.err = errno(err)
+		return h.err
+	}
+	if h.un.Pending() >= h.n.fsys.opts.CommitEvery {
+		if err := h.un.Commit(ctx); err != nil {
+			h.err = errno(err)
+			return h.err
+		}
+	}
+	return 0
+}
+
+// commitLocked sends and commits everything (fsync, close).
+func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
+	if h.un == nil {
+		return 0
+	}
+	if e := h.sendLocked(ctx); e != 0 {
+		return e
+	}
+	if err := h.un.Commit(ctx); err != nil {
+		h.err = errno(err)
+		return h.err
+	}
+	if e := h.err; e != 0 {
+		h.err = 0
+		return e
+	}
+	// Our own writes changed size and mtime: remember them so the next
+	// open keeps the page cache.
+	if a, err := h.n.fsys.c.Getattr(ctx, h.n.handle()); err == nil {
+		h.n.mu.Lock()
+		h.n.seenSize, h.n.seenMtime = a.Size, a.Mtime
+		h.n.mu.Unlock()
+	}
+	return 0
+}
+
+// Flush implements fs.FileFlusher (called on every close(2) of the fd).
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.commitLocked(ctx)
+}
+
+// Fsync implements fs.FileFsyncer.
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.form != formDefault {
+		return 0 // every write was already stable
+	}
+	return h.commitLocked(ctx)
+}
+
+// Release implements fs.FileReleaser. Flush already committed; this only
+// retries if that failed and unregisters the handle.
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	e := h.commitLocked(ctx)
+	h.mu.Unlock()
+	h.n.mu.Lock()
+	delete(h.n.writers, h)
+	h.n.mu.Unlock()
+	return e
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+var (
+	_ fs.NodeOpener   = (*Node)(nil)
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+)

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tristore/tristore/fusefs/nfstree"
+)
+
+// `tristore mount nfs://host:port/export DIR`: the export through FUSE over
+// the userspace NFS v3 client (fusefs/nfstree).
+
+func init() {
+	registerMount(mountSpec{
+		Scheme: "nfs",
+		Help:   "nfs://host[:port]/export[?mountport=P&rsize=N&wsize=N&access=default|sync|direct]  NFS v3 export",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.Uint16("nfs-mountport", 0, "nfs: MOUNT port if not the NFS port (ganesha/knfsd: 20048); URL mountport= wins")
+			fs.Uint32("nfs-rsize", 1<<20, "nfs: READ size in bytes (capped by the server's FSINFO); URL rsize= wins")
+			fs.Uint32("nfs-wsize", 1<<20, "nfs: WRITE size in bytes (capped by the server's FSINFO); URL wsize= wins")
+			fs.String("nfs-access", "default", "nfs: access form for every open: default (per open flags: O_DIRECT, O_SYNC, else write-back), sync (all writes FILE_SYNC), direct (no page cache, write-through); URL access= wins")
+			fs.Duration("nfs-attr-timeout", time.Second, "nfs: how long the kernel caches attributes and names (0 = no caching)")
+			fs.Bool("nfs-debug", false, "nfs: log every FUSE request")
+		},
+		Run: runMountNFS,
+	})
+}
+
+func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
+	defaults := url.Values{}
+	if p := cfg.GetUint("nfs-mountport"); p != 0 {
+		defaults.Set("mountport", strconv.FormatUint(uint64(p), 10))
+	}
+	defaults.Set("rsize", strconv.FormatUint(uint64(cfg.GetUint32("nfs-rsize")), 10))
+	defaults.Set("wsize", strconv.FormatUint(uint64(cfg.GetUint32("nfs-wsize")), 10))
+	defaults.Set("access", cfg.GetString("nfs-access"))
+	nu, err := nfsURLFrom(u, defaults)
+	if err != nil {
+		return err
+	}
+	form := nu.Query.Get("access")
+	switch form {
+	case "default", "sync", "direct":
+	default:
+		return fmt.Errorf("access=%q: want default, sync or direct", form)
+	}
+	ctx := cmd.Context()
+	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	s, err := openNFS(dctx, nu)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if s.Rel != "" {
+		return fmt.Errorf("mount: %s is not an export (exports: %s is); mount the export", nu.Path, s.Export)
+	}
+	at := cfg.GetDuration("nfs-attr-timeout")
+	tree, err := nfstree.New(s.C, nfstree.Options{
+		AttrTimeout: at,
+		NoCache:     at == 0,
+		Form:        form,
+		Debug:       cfg.GetBool("nfs-debug"),
+		FsName:      "nfs://" + nu.Addr + s.Export,
+	})
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	srv, err := tree.Mount(mctx, dir)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("mount %s on %s: %w", u.Redacted(), dir, err)
+	}
+	slog.Info("mounted", "url", u.Redacted(), "dir", dir, "rsize", s.C.Rsize(), "wsize", s.C.Wsize(), "access", form)
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+		// Unmounted from outside (fusermount3 -u / umount).
+	case <-ctx.Done():
+		if err := srv.Unmount(); err != nil {
+			slog.Warn("unmount failed; is the mount busy?", "dir", dir, "err", err)
+			// Bounded retries while programs leave the mount.
+			for i := 0; i < 20 && err != nil; i++ {
+				time.Sleep(500 * time.Millisecond)
+				err = srv.Unmount()
+			}
+			if err != nil {
+				return fmt.Errorf("unmount %s: %w", dir, err)
+			}
+		}
+		<-done
+	}
+	slog.Info("unmounted", "dir", dir)
+	return nil
+}
