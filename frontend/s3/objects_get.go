@@ -138,7 +138,9 @@ func setObjectHeaders(h http.Header, oi store.ObjectInfo, withChecksums bool) {
 		h.Set(k, v)
 	}
 	for k, v := range oi.Meta.UserMeta {
-		h["X-Amz-Meta-"+http.CanonicalHeaderKey(k)] = []string{v}
+		// Lower-case on the wire, as S3 sends them: boto3 takes the
+		// metadata key's case verbatim from the header name.
+		h["x-amz-meta-"+k] = []string{v}
 	}
 	if len(oi.Parts) > 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(len(oi.Parts)))
