@@ -104,7 +104,7 @@ func (b *Backend) StatBucket(ctx context.Context, bucket string) (store.BucketIn
 	if err := validBucket(bucket); err != nil {
 		return store.BucketInfo{}, noSuchBucketIfInvalid(err)
 	}
-	fi, err := os.Stat(b.bucketPath(bucket))
+	fi, err := os.Lstat(b.bucketPath(bucket))
 	if err != nil || !fi.IsDir() {
 		return store.BucketInfo{}, fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
 	}
@@ -119,9 +119,14 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 		return noSuchBucketIfInvalid(err)
 	}
 	p := b.bucketPath(bucket)
-	ents, err := os.ReadDir(p)
+	d, err := openDir(p)
 	if err != nil {
 		return fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
+	}
+	ents, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return err
 	}
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), store.ReservedPrefix) {

@@ -35,17 +35,12 @@ func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, pe
 		}
 		changed = c
 	}
-	f, err := os.OpenFile(p, flag|unix.O_NOFOLLOW, perm)
+	f, _, err := openRegular(p, flag, perm)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
 		return nil, b.missing(err, bucket, key)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s/%s is not a regular file", store.ErrNoSuchKey, bucket, key)
 	}
 	for _, d := range changed {
 		if err := fsyncDir(d); err != nil {

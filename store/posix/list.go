@@ -104,11 +104,16 @@ func (l *lister) walkDir(dk string) error {
 		return err
 	}
 	dir := filepath.Join(l.b.bucketPath(l.bucket), filepath.FromSlash(dk))
-	ents, err := os.ReadDir(dir)
+	d, err := openDir(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return nil
 		}
+		return err
+	}
+	ents, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
 		return err
 	}
 	items := make([]dirItem, 0, len(ents))

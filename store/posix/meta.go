@@ -239,17 +239,17 @@ func (b *Backend) refresh(p string, f *os.File, st *unix.Stat_t, r *record) (*re
 	if r.fresh(st) {
 		return r, nil
 	}
+	if r != nil && r.Ino != 0 && r.Ino != st.Ino {
+		r = nil // a sidecar of a file that was replaced: none of it applies
+	}
 	if f == nil {
 		var err error
-		f, err = os.Open(p)
+		var st2 unix.Stat_t
+		f, st2, err = openRegular(p, os.O_RDONLY, 0)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		var st2 unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st2); err != nil {
-			return nil, err
-		}
 		*st = st2
 	}
 	etag, err := hashFile(f)

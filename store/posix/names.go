@@ -103,10 +103,10 @@ func noSuchBucketIfInvalid(err error) error {
 	return fmt.Errorf("%w (%v)", store.ErrNoSuchBucket, err)
 }
 
-// bucketExists returns ErrNoSuchBucket unless the bucket directory exists.
+// bucketExists returns ErrNoSuchBucket unless the bucket directory exists
+// (a symlink is not a bucket).
 func (b *Backend) bucketExists(bucket string) error {
-	fi, err := os.Stat(b.bucketPath(bucket))
-	if err != nil || !fi.IsDir() {
+	if isDirNoSymlinks(b.bucketPath(bucket)) != nil {
 		return fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
 	}
 	return nil
@@ -115,7 +115,8 @@ func (b *Backend) bucketExists(bucket string) error {
 // missing maps an error opening an object to ErrNoSuchBucket or
 // ErrNoSuchKey, or to the file system error translated by fsErr.
 func (b *Backend) missing(err error, bucket, key string) error {
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) ||
+		errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotRegular) {
 		if e := b.bucketExists(bucket); e != nil {
 			return e
 		}
@@ -147,7 +148,7 @@ func randomHex(n int) string {
 
 // fsyncDir makes a directory's entries (a rename, a new file) durable.
 func fsyncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := openDir(dir)
 	if err != nil {
 		return err
 	}
@@ -159,23 +160,21 @@ func fsyncDir(dir string) error {
 }
 
 // mkdirParents creates dir (inside the bucket directory bdir) and any
-// missing parents. A path component that exists as a file is a key
-// conflict. It returns the parents whose entries changed (to fsync them).
+// missing parents. A path component that exists as a file (or a symlink,
+// which is never followed) is a key conflict. It returns the parents whose
+// entries changed (to fsync them).
 func mkdirParents(bdir, dir string) ([]string, error) {
-	fi, err := os.Stat(dir)
+	err := isDirNoSymlinks(dir)
 	if err == nil {
-		if fi.IsDir() {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: %s is an object, not a prefix", store.ErrKeyConflict, dir)
+		return nil, nil
+	}
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%w: %s or a parent is an object, not a prefix", store.ErrKeyConflict, dir)
 	}
 	if dir == bdir || len(dir) <= len(bdir) {
 		return nil, err
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		if errors.Is(err, syscall.ENOTDIR) {
-			return nil, fmt.Errorf("%w: a parent of %s is an object", store.ErrKeyConflict, dir)
-		}
 		return nil, fsErr(err)
 	}
 	parent := filepath.Dir(dir)
@@ -185,7 +184,7 @@ func mkdirParents(bdir, dir string) ([]string, error) {
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			if fi, e := os.Stat(dir); e == nil && fi.IsDir() {
+			if isDirNoSymlinks(dir) == nil {
 				return changed, nil
 			}
 			return nil, fmt.Errorf("%w: %s is an object, not a prefix", store.ErrKeyConflict, dir)

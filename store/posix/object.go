@@ -42,13 +42,16 @@ func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
 	bdir := b.bucketPath(bucket)
 	dir := filepath.Dir(target)
 	var changed []string
-	for range 5 {
+	for range 20 {
 		c, err := mkdirParents(bdir, dir)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, nil, b.bucketExists(bucket)
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, nil, err
 			}
-			return nil, nil, err
+			if err := b.bucketExists(bucket); err != nil {
+				return nil, nil, err
+			}
+			continue // a parent was removed by a concurrent Delete: again
 		}
 		changed = append(changed, c...)
 		f, err := os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
@@ -177,17 +180,9 @@ func (b *Backend) openObject(bucket, key string) (*os.File, unix.Stat_t, *record
 	if err != nil {
 		return nil, st, nil, err
 	}
-	f, err := os.Open(p)
+	f, st, err := openRegular(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, st, nil, b.missing(err, bucket, key)
-	}
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		f.Close()
-		return nil, st, nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
-		return nil, st, nil, fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
 	}
 	rec, err := b.refresh(p, f, &st, b.readRecord(p, f))
 	if err != nil {
@@ -259,23 +254,15 @@ func (r *objReader) WriteTo(w io.Writer) (int64, error) {
 
 func (r *objReader) Close() error { return r.f.Close() }
 
-// Stat returns the object's info (recomputing a stale ETag).
+// Stat returns the object's info (recomputing a stale ETag). It opens the
+// file (rather than stat by path) so that stat and metadata belong to one
+// version and no symlink is followed.
 func (b *Backend) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
-	p, err := b.check(bucket, key)
+	f, st, rec, err := b.openObject(bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return store.ObjectInfo{}, b.missing(err, bucket, key)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return store.ObjectInfo{}, fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
-	}
-	rec, err := b.refresh(p, nil, &st, b.readRecord(p, nil))
-	if err != nil {
-		return store.ObjectInfo{}, b.missing(err, bucket, key)
-	}
+	f.Close()
 	return rec.info(bucket, key, &st), nil
 }
 
@@ -286,11 +273,19 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 	if err != nil {
 		return err
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
+	// Unlink relative to the parent opened without following symlinks, so
+	// a symlinked directory can never redirect the delete out of the tree.
+	dir, name := filepath.Split(p)
+	d, err := openDir(dir)
+	if err != nil {
 		return b.missing(err, bucket, key)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	defer d.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(d.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return b.missing(err, bucket, key)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
 	}
 	if !b.useXattr {
@@ -298,15 +293,14 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 		l.Lock()
 		defer l.Unlock()
 	}
-	if err := os.Remove(p); err != nil {
+	if err := unix.Unlinkat(int(d.Fd()), name, 0); err != nil {
 		return b.missing(err, bucket, key)
 	}
 	b.removeSidecar(p)
-	dir := filepath.Dir(p)
-	if err := fsyncDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	if err := d.Sync(); err != nil {
+		return fsErr(err)
 	}
-	removeEmptyParents(b.bucketPath(bucket), dir)
+	removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
 	return nil
 }
 

@@ -99,7 +99,15 @@ func Open(root string, opts Options) (*Backend, error) {
 		uploadLocks: map[string]*uploadLock{},
 		closed:      make(chan struct{}),
 	}
-	for _, d := range []string{abs, b.sys, b.tmpDir(), b.multipartDir(), b.metaDir(), b.bucketsDir()} {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("posix: creating %s: %w", abs, err)
+	}
+	// Object paths are opened refusing symlinks, so the root must have none.
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("posix: data root: %w", err)
+	}
+	b.root, b.sys = abs, filepath.Join(abs, sysDirName)
+	for _, d := range []string{b.sys, b.tmpDir(), b.multipartDir(), b.metaDir(), b.bucketsDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("posix: creating %s: %w", d, err)
 		}
