@@ -1,0 +1,466 @@
+// Package nfs serves the store's directory tree over NFS version 3
+// (RFC 1813) and MOUNT version 3 on one TCP port, with an optional tiny
+// portmapper (RFC 1833 GETPORT only) for clients that insist on port 111.
+//
+// Why not a library: the maintained Go NFS server (willscott/go-nfs) serves a
+// billy.Filesystem, which has no notion of stable-storage levels (WRITE
+// stable_how, COMMIT, a write verifier), no restart-stable handles (it keeps
+// an in-memory handle cache) and its own XDR layer; tristore needs durable
+// writes, handles that survive restarts and one codec (proto/sunrpc,
+// proto/nfs3) shared with its own client. File semantics live in package vfs.
+//
+// Connection model:
+//
+//	conn reader ──record──▶ handler goroutine (≤ MaxInFlight per conn) ──reply──▶ conn writer (mutex)
+//
+// Replies may leave in a different order than the calls arrived; clients
+// match them by XID. A record over MaxRecord or broken record marking drops
+// the connection (the stream cannot be resynchronised); a well-framed but
+// malformed call gets GARBAGE_ARGS and the connection keeps serving.
+package nfs
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tristore/tristore/frontend"
+	"github.com/tristore/tristore/proto/nfs3"
+	"github.com/tristore/tristore/proto/sunrpc"
+	"github.com/tristore/tristore/vfs"
+)
+
+// Options configures a Server.
+type Options struct {
+	// DataDir is the root of the store's tree (store.LocalPather.Root()).
+	DataDir string
+	// Exports; empty means DefaultExport.
+	Exports []Export
+	// PortmapAddr, if set, serves portmapper GETPORT there (e.g. "127.0.0.1:111").
+	PortmapAddr string
+	// MaxRecord bounds one RPC record (default sunrpc.DefaultMaxRecord).
+	MaxRecord int
+	// MaxInFlight bounds concurrent calls per connection (default 64).
+	MaxInFlight int
+	Log         *slog.Logger
+}
+
+// Limits the server advertises in FSINFO and enforces.
+const (
+	maxIO     = 1 << 20 // rtmax/wtmax: a 1 MiB READ/WRITE fits in DefaultMaxRecord
+	prefIO    = 1 << 20
+	dirPref   = 64 << 10
+	maxReaddr = 1 << 20 // cap on READDIR count/maxcount we honour
+)
+
+// Server is the NFS v3 + MOUNT v3 front end.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	exports []*Export
+	byID    map[uint32]*Export
+	verf    [nfs3.WriteVerfSize]byte // write verifier: boot time, changes on restart
+
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	lns      []net.Listener
+	closed   bool
+	mounts   map[mountKey]struct{}
+	port     uint32 // TCP port of the main listener (for GETPORT)
+	handlers sync.WaitGroup
+}
+
+type mountKey struct{ host, dir string }
+
+// New opens the exports and returns a server ready to Serve.
+func New(opts Options) (*Server, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("nfs: no data directory")
+	}
+	if opts.MaxRecord <= 0 {
+		opts.MaxRecord = sunrpc.DefaultMaxRecord
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 64
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if len(opts.Exports) == 0 {
+		e, err := ParseExport(DefaultExport)
+		if err != nil {
+			return nil, err
+		}
+		opts.Exports = []Export{e}
+	}
+	s := &Server{opts: opts, log: opts.Log, byID: map[uint32]*Export{},
+		conns: map[net.Conn]struct{}{}, mounts: map[mountKey]struct{}{}}
+	binary.BigEndian.PutUint64(s.verf[:], uint64(time.Now().UnixNano()))
+	seen := map[string]bool{}
+	for i := range opts.Exports {
+		e := opts.Exports[i]
+		if seen[e.Path] {
+			s.closeExports()
+			return nil, fmt.Errorf("nfs: export %s listed twice", e.Path)
+		}
+		seen[e.Path] = true
+		dir := filepath.Join(opts.DataDir, filepath.FromSlash(e.Path))
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			s.closeExports()
+			return nil, fmt.Errorf("nfs: export %s: %s is not a directory (create the bucket first)", e.Path, dir)
+		}
+		fs, err := vfs.Open(dir, vfs.Options{
+			ReadOnly: e.ReadOnly,
+			IndexDir: filepath.Join(opts.DataDir, ".tristore", "vfs", "index"),
+		})
+		if err != nil {
+			s.closeExports()
+			return nil, fmt.Errorf("nfs: export %s: %w", e.Path, err)
+		}
+		e.fs = fs
+		if _, dup := s.byID[fs.ExportID()]; dup {
+			fs.Close()
+			s.closeExports()
+			return nil, fmt.Errorf("nfs: export %s: export id collision", e.Path)
+		}
+		s.exports = append(s.exports, &e)
+		s.byID[fs.ExportID()] = &e
+	}
+	return s, nil
+}
+
+func (s *Server) closeExports() {
+	for _, e := range s.exports {
+		e.fs.Close()
+	}
+	s.exports = nil
+}
+
+// Name implements frontend.Server.
+func (s *Server) Name() string { return "nfs" }
+
+// WriteVerifier returns the current write verifier (tests compare it across restarts).
+func (s *Server) WriteVerifier() [8]byte { return s.verf }
+
+// Serve accepts connections on ln (and on PortmapAddr if set) until ctx
+// ends or Close is called, then waits for in-flight calls and returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.mu.Lock()
+		s.port = uint32(ta.Port)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	var pln net.Listener
+	if s.opts.PortmapAddr != "" {
+		var err error
+		if pln, err = net.Listen("tcp", s.opts.PortmapAddr); err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("nfs: portmapper listen %s: %w", s.opts.PortmapAddr, err)
+		}
+		s.lns = append(s.lns, pln)
+		s.log.Info("listening", "protocol", "portmap", "addr", pln.Addr().String())
+	}
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { s.shutdown() })
+	defer stop()
+	var wg sync.WaitGroup
+	accept := func(l net.Listener) {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				return
+			}
+			if !s.track(c) {
+				c.Close()
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.serveConn(c)
+			}()
+		}
+	}
+	wg.Add(1)
+	if pln != nil {
+		wg.Add(1)
+		go accept(pln)
+	}
+	accept(ln)
+	wg.Wait()
+	return nil
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// shutdown stops accepting and stops reading new calls; calls already being
+// handled finish and their replies are sent, then connections close.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	for _, l := range s.lns {
+		l.Close()
+	}
+	for c := range s.conns {
+		if cr, ok := c.(interface{ CloseRead() error }); ok {
+			cr.CloseRead()
+		} else {
+			c.SetReadDeadline(time.Now())
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Close stops the server, waits for in-flight calls and closes the exports.
+func (s *Server) Close() error {
+	s.shutdown()
+	s.handlers.Wait()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.closeExports()
+	return nil
+}
+
+// conn is one client connection.
+type conn struct {
+	s      *Server
+	c      net.Conn
+	addr   netip.Addr
+	wmu    sync.Mutex
+	werr   error
+	sem    chan struct{}
+	pool   *sync.Pool
+	closed bool
+}
+
+var writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
+
+func (s *Server) serveConn(nc net.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+	}()
+	c := &conn{s: s, c: nc, sem: make(chan struct{}, s.opts.MaxInFlight)}
+	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+		c.addr = ap.Addr().Unmap()
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	var inflight sync.WaitGroup
+	defer func() {
+		inflight.Wait()
+		nc.Close()
+	}()
+	for {
+		rec, err := sunrpc.ReadRecord(br, s.opts.MaxRecord)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
+				s.log.Debug("nfs: dropping connection", "client", nc.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		c.sem <- struct{}{}
+		inflight.Add(1)
+		s.handlers.Add(1)
+		go func() {
+			defer func() {
+				<-c.sem
+				inflight.Done()
+				s.handlers.Done()
+			}()
+			c.handle(rec)
+		}()
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// send writes one reply record; a write error closes the connection.
+func (c *conn) send(b []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return
+	}
+	c.c.SetWriteDeadline(time.Now().Add(2 * time.Minute))
+	if err := sunrpc.WriteRecord(c.c, b); err != nil {
+		c.werr = err
+		c.c.Close()
+	}
+}
+
+// errGarbage from a procedure means "answer GARBAGE_ARGS".
+var errGarbage = errors.New("garbage args")
+
+// authInfo is the caller's identity as sent (squashing happens per export).
+type authInfo struct {
+	none     bool
+	uid, gid uint32
+	gids     []uint32
+	machine  string
+}
+
+// request is one decoded call.
+type request struct {
+	c    *conn
+	call sunrpc.Call
+	auth authInfo
+}
+
+type procFunc func(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error
+
+// handle decodes one call, dispatches it and sends the reply.
+func (c *conn) handle(rec []byte) {
+	w := writerPool.Get().(*sunrpc.Writer)
+	defer func() {
+		if w.Len() < 2<<20 {
+			w.Reset()
+			writerPool.Put(w)
+		}
+	}()
+	w.Reset()
+	r := sunrpc.NewReader(rec)
+	call, err := sunrpc.DecodeCall(r)
+	switch {
+	case errors.Is(err, sunrpc.ErrRPCVersion):
+		sunrpc.EncodeRPCMismatch(w, call.XID)
+		c.send(w.Bytes())
+		return
+	case errors.Is(err, sunrpc.ErrNotCall):
+		return // a reply sent to a server: ignore it
+	case err != nil:
+		// The header itself is unreadable. If at least the XID and the
+		// fixed fields parsed, answer GARBAGE_ARGS so the caller is not left
+		// waiting; otherwise drop the record.
+		if len(rec) >= 24 {
+			sunrpc.EncodeAccepted(w, call.XID, sunrpc.GarbageArgs)
+			c.send(w.Bytes())
+		}
+		return
+	}
+	req := &request{c: c, call: call}
+	switch call.Cred.Flavor {
+	case sunrpc.AuthFlavorNone:
+		req.auth.none = true
+	case sunrpc.AuthFlavorSys:
+		as, err := sunrpc.DecodeAuthSys(call.Cred.Body)
+		if err != nil {
+			sunrpc.EncodeAuthError(w, call.XID, sunrpc.AuthBadCred)
+			c.send(w.Bytes())
+			return
+		}
+		req.auth = authInfo{uid: as.UID, gid: as.GID, gids: as.GIDs, machine: as.MachineName}
+	default:
+		if call.Proc != 0 { // NULL is answered whatever the flavor (RFC 5531 sec. 8.1)
+			sunrpc.EncodeAuthError(w, call.XID, sunrpc.AuthTooWeak)
+			c.send(w.Bytes())
+			return
+		}
+		req.auth.none = true
+	}
+	var table []procFunc
+	switch {
+	case call.Prog == nfs3.ProgNFS && call.Vers == nfs3.VersNFS:
+		table = nfsProcs
+	case call.Prog == nfs3.ProgMount && call.Vers == nfs3.VersMount:
+		table = mountProcs
+	case call.Prog == nfs3.ProgPortmap && call.Vers == nfs3.VersPortmap:
+		table = portmapProcs
+	case call.Prog == nfs3.ProgNFS:
+		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersNFS, nfs3.VersNFS)
+		c.send(w.Bytes())
+		return
+	case call.Prog == nfs3.ProgMount:
+		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersMount, nfs3.VersMount)
+		c.send(w.Bytes())
+		return
+	case call.Prog == nfs3.ProgPortmap:
+		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersPortmap, nfs3.VersPortmap)
+		c.send(w.Bytes())
+		return
+	default:
+		sunrpc.EncodeAccepted(w, call.XID, sunrpc.ProgUnavail)
+		c.send(w.Bytes())
+		return
+	}
+	if int(call.Proc) >= len(table) || table[call.Proc] == nil {
+		sunrpc.EncodeAccepted(w, call.XID, sunrpc.ProcUnavail)
+		c.send(w.Bytes())
+		return
+	}
+	sunrpc.EncodeAccepted(w, call.XID, sunrpc.Success)
+	err = c.callProc(table[call.Proc], req, r, w)
+	if err != nil {
+		w.Reset()
+		stat := sunrpc.SystemErr
+		if errors.Is(err, errGarbage) || errors.Is(err, sunrpc.ErrGarbage) {
+			stat = sunrpc.GarbageArgs
+		} else {
+			c.s.log.Warn("nfs: procedure failed", "prog", call.Prog, "proc", call.Proc, "err", err)
+		}
+		sunrpc.EncodeAccepted(w, call.XID, stat)
+	}
+	c.send(w.Bytes())
+}
+
+// callProc runs a procedure, turning a panic into SYSTEM_ERR so one bad
+// call never takes the server down.
+func (c *conn) callProc(p procFunc, req *request, r *sunrpc.Reader, w *sunrpc.Writer) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return p(c.s, req, r, w)
+}
+
+// decodeArgs decodes a procedure's arguments; any failure (including
+// trailing garbage beyond a small allowance) is errGarbage.
+func decodeArgs(r *sunrpc.Reader, args interface{ Decode(*sunrpc.Reader) error }) error {
+	if err := args.Decode(r); err != nil {
+		return fmt.Errorf("%w: %v", errGarbage, err)
+	}
+	return nil
+}
+
+var _ frontend.Server = (*Server)(nil)

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tristore/tristore/frontend"
+	"github.com/tristore/tristore/frontend/nfs"
+	"github.com/tristore/tristore/store"
+)
+
+// The NFS v3 front end: MOUNT v3 and NFS v3 on one TCP port (default
+// 127.0.0.1:2049), serving the store's directory tree through vfs.
+func init() {
+	registerFrontend(frontendSpec{
+		Name:        "nfs",
+		DefaultAddr: "127.0.0.1:2049",
+		Help:        "NFS v3 + MOUNT v3 listen address, one TCP port for both (\"off\" to disable)",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.StringArray("nfs-export", nil, "export PATH=OPTIONS, repeatable; PATH is / or /bucket; options: rw|ro, "+
+				"clients=CIDR[+CIDR...], root_squash|no_root_squash|all_squash, anonuid=N, anongid=N "+
+				"(default \""+nfs.DefaultExport+"\"; in the config file a list, in TRISTORE_NFS_EXPORT space-separated)")
+			fs.String("nfs-portmap-addr", "", "also answer portmapper GETPORT (program 100000 v2) here, e.g. 127.0.0.1:111 (default off)")
+		},
+		Build: buildNFS,
+	})
+}
+
+func buildNFS(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
+	lp, ok := env.Store.(store.LocalPather)
+	if !ok {
+		return nil, errors.New("the NFS server needs a store kept in a local directory tree (store.LocalPather)")
+	}
+	var exports []nfs.Export
+	for _, s := range cfg.GetStringSlice("nfs-export") {
+		e, err := nfs.ParseExport(s)
+		if err != nil {
+			return nil, fmt.Errorf("--nfs-export: %w", err)
+		}
+		exports = append(exports, e)
+	}
+	return nfs.New(nfs.Options{
+		DataDir:     lp.Root(),
+		Exports:     exports,
+		PortmapAddr: cfg.GetString("nfs-portmap-addr"),
+		Log:         env.Log,
+	})
+}

@@ -1,0 +1,309 @@
+package vfs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Handle is an opaque, restart-stable file handle of at most MaxHandle bytes.
+//
+// Layout (big-endian):
+//
+//	[0]      version (1)
+//	[1]      flags: 1 = carries a kernel file handle
+//	[2:6]    export id
+//	[6:14]   inode number
+//	[14:18]  inode generation (fallback mode; in kernel mode the kernel
+//	         handle carries it and this is 0)
+//	[18:22]  kernel handle type            (kernel mode only)
+//	[22]     kernel handle length n <= 41  (kernel mode only)
+//	[23:23+n] kernel handle bytes          (kernel mode only)
+type Handle []byte
+
+// MaxHandle is the longest handle (NFSv3's limit).
+const MaxHandle = 64
+
+const (
+	handleVersion = 1
+	flagKernel    = 1
+	baseLen       = 18
+	maxKernelLen  = MaxHandle - 23
+)
+
+// HandleExportID returns the export id inside h, so a server with several
+// exports can pick the FS that issued it.
+func HandleExportID(h Handle) (uint32, error) {
+	if len(h) < baseLen || h[0] != handleVersion {
+		return 0, ErrBadHandle
+	}
+	return binary.BigEndian.Uint32(h[2:6]), nil
+}
+
+// FileID returns the inode number inside h.
+func (h Handle) FileID() uint64 {
+	if len(h) < baseLen {
+		return 0
+	}
+	return binary.BigEndian.Uint64(h[6:14])
+}
+
+func probeKernelHandles(rootFd int) bool {
+	fh, _, err := unix.NameToHandleAt(rootFd, "", unix.AT_EMPTY_PATH)
+	if err != nil || len(fh.Bytes()) > maxKernelLen {
+		return false
+	}
+	fd, err := unix.OpenByHandleAt(rootFd, fh, unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// handleOf builds the handle of name in dirfd (name "" means dirfd itself).
+// st is the object's stat; parentIno is its directory's inode (fallback index).
+func (fs *FS) handleOf(dirfd int, name string, st *unix.Stat_t, parentIno uint64, _ string) (Handle, error) {
+	h := make([]byte, baseLen, MaxHandle)
+	h[0] = handleVersion
+	binary.BigEndian.PutUint32(h[2:6], fs.exportID)
+	binary.BigEndian.PutUint64(h[6:14], st.Ino)
+	if fs.kernel {
+		flags := 0
+		if name == "" {
+			flags = unix.AT_EMPTY_PATH
+		}
+		kh, _, err := unix.NameToHandleAt(dirfd, name, flags)
+		if err != nil {
+			return nil, err
+		}
+		b := kh.Bytes()
+		if len(b) > maxKernelLen {
+			return nil, fmt.Errorf("vfs: kernel file handle of %d bytes is too long", len(b))
+		}
+		h[1] = flagKernel
+		h = binary.BigEndian.AppendUint32(h, uint32(kh.Type()))
+		h = append(h, byte(len(b)))
+		h = append(h, b...)
+		return h, nil
+	}
+	gen := generation(dirfd, name, st)
+	binary.BigEndian.PutUint32(h[14:18], gen)
+	if st.Ino != fs.rootIno && name != "" {
+		if err := fs.index.record(st.Ino, parentIno, name, gen); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// generation reads the inode generation (FS_IOC_GETVERSION). Objects that
+// cannot be opened for reading (symlinks, no permission) get 0.
+func generation(dirfd int, name string, st *unix.Stat_t) uint32 {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return 0
+	}
+	if name == "" {
+		name = "."
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOATIME, 0)
+	if err != nil {
+		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0
+		}
+	}
+	defer unix.Close(fd)
+	v, err := unix.IoctlGetUint32(fd, fsIocGetVersion)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// fsIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long) (not in x/sys).
+const fsIocGetVersion = 0x80087601
+
+// obj is a resolved handle: an O_PATH descriptor, its path and its stat.
+type obj struct {
+	fd   int
+	path string
+	st   unix.Stat_t
+}
+
+func (o *obj) close() {
+	if o != nil && o.fd >= 0 {
+		unix.Close(o.fd)
+		o.fd = -1
+	}
+}
+
+func (o *obj) isDir() bool { return o.st.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+// procPath names the object through /proc so it can be reopened (with a
+// permission check under the caller's fsuid) for reading or writing.
+func (o *obj) procPath() string { return "/proc/self/fd/" + strconv.Itoa(o.fd) }
+
+// resolve turns a handle into an open object inside this export.
+func (fs *FS) resolve(h Handle) (*obj, error) {
+	if len(h) < baseLen || len(h) > MaxHandle || h[0] != handleVersion {
+		return nil, ErrBadHandle
+	}
+	if binary.BigEndian.Uint32(h[2:6]) != fs.exportID {
+		return nil, ErrStale
+	}
+	ino := binary.BigEndian.Uint64(h[6:14])
+	o := &obj{fd: -1}
+	if h[1]&flagKernel != 0 {
+		if !fs.kernel || len(h) < 23 || int(h[22]) != len(h)-23 {
+			return nil, ErrBadHandle
+		}
+		kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32(h[18:22])), h[23:])
+		fd, err := unix.OpenByHandleAt(fs.rootFd, kh, unix.O_PATH|unix.O_CLOEXEC)
+		if err != nil {
+			if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+				return nil, ErrStale
+			}
+			return nil, err
+		}
+		o.fd = fd
+		if err := unix.Fstat(fd, &o.st); err != nil {
+			o.close()
+			return nil, err
+		}
+		if o.st.Ino == fs.rootIno {
+			o.path = fs.root
+		} else {
+			p, err := os.Readlink(o.procPath())
+			if err != nil {
+				o.close()
+				return nil, ErrStale
+			}
+			o.path = p
+		}
+	} else {
+		if fs.index == nil {
+			return nil, ErrBadHandle
+		}
+		p, err := fs.index.path(fs, ino)
+		if err != nil {
+			return nil, err
+		}
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, ErrStale
+		}
+		o.fd, o.path = fd, p
+		if err := unix.Fstat(fd, &o.st); err != nil {
+			o.close()
+			return nil, err
+		}
+		if gen := binary.BigEndian.Uint32(h[14:18]); gen != 0 && generation(fd, "", &o.st) != gen {
+			o.close()
+			return nil, ErrStale
+		}
+	}
+	if o.st.Ino != ino || o.st.Nlink == 0 || !fs.inside(o.path) {
+		o.close()
+		return nil, ErrStale
+	}
+	return o, nil
+}
+
+// inside reports whether p is the export root or below it, and not inside a
+// reserved (".tristore*") directory. A handle to anything else (another
+// export, the store's own files, a deleted file) is stale for this export.
+func (fs *FS) inside(p string) bool {
+	if p == fs.root {
+		return true
+	}
+	rel, ok := strings.CutPrefix(p, fs.root+"/")
+	if fs.root == "/" {
+		rel, ok = strings.CutPrefix(p, "/")
+	}
+	if !ok {
+		return false
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if strings.HasPrefix(c, ReservedPrefix) {
+			return false
+		}
+	}
+	return true
+}
+
+// index is the persistent fallback map inode -> (parent inode, name,
+// generation), one small file per inode under dir/<2 hex digits>/<inode hex>.
+type index struct{ dir string }
+
+func openIndex(dir string) (*index, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("vfs: handle index: %w", err)
+	}
+	return &index{dir: dir}, nil
+}
+
+func (ix *index) file(ino uint64) string {
+	s := strconv.FormatUint(ino, 16)
+	return filepath.Join(ix.dir, fmt.Sprintf("%02x", ino&0xff), s)
+}
+
+func (ix *index) record(ino, parent uint64, name string, gen uint32) error {
+	want := fmt.Sprintf("%d\n%d\n%s", parent, gen, name)
+	f := ix.file(ino)
+	if b, err := os.ReadFile(f); err == nil && string(b) == want {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+		return err
+	}
+	tmp := f + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, []byte(want), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, f)
+}
+
+// path rebuilds the path of ino by following parent links up to the root
+// (at most 4096 levels) and checks that the result is still that inode.
+func (ix *index) path(fs *FS, ino uint64) (string, error) {
+	var comps []string
+	cur := ino
+	for depth := 0; cur != fs.rootIno; depth++ {
+		if depth > 4096 {
+			return "", ErrStale
+		}
+		b, err := os.ReadFile(ix.file(cur))
+		if err != nil {
+			return "", ErrStale
+		}
+		parts := strings.SplitN(string(b), "\n", 3)
+		if len(parts) != 3 {
+			return "", ErrStale
+		}
+		parent, err := strconv.ParseUint(parts[0], 10, 64)
+		if err != nil {
+			return "", ErrStale
+		}
+		comps = append(comps, parts[2])
+		cur = parent
+	}
+	for i, j := 0, len(comps)-1; i < j; i, j = i+1, j-1 {
+		comps[i], comps[j] = comps[j], comps[i]
+	}
+	p := filepath.Join(append([]string{fs.root}, comps...)...)
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil || st.Ino != ino {
+		return "", ErrStale
+	}
+	return p, nil
+}
+
+var _ = syscall.ENOENT

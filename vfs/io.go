@@ -1,0 +1,157 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stability is how durable a write must be before Write returns.
+type Stability int
+
+const (
+	Unstable Stability = iota // in the page cache; durable after Commit
+	DataSync                  // data (and size) on disk: fdatasync
+	FileSync                  // data and all metadata on disk: fsync
+)
+
+// openAs reopens the object for I/O as c. Like knfsd, the owner may read
+// and write their file even when its mode says otherwise (a client that
+// created a read-only file still holds it open for writing).
+func (fs *FS) openAs(c Cred, o *obj, flags int) (int, error) {
+	var fd int
+	err := fs.as(c, func() error {
+		var err error
+		fd, err = unix.Open(o.procPath(), flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		return err
+	})
+	if errors.Is(err, unix.EACCES) && c.UID == o.st.Uid && fs.switchID {
+		fd, err = unix.Open(o.procPath(), flags|unix.O_CLOEXEC, 0)
+	}
+	return fd, err
+}
+
+func (fs *FS) regular(h Handle) (*obj, error) {
+	o, err := fs.resolve(h)
+	if err != nil {
+		return nil, err
+	}
+	switch o.st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return o, nil
+	case unix.S_IFDIR:
+		o.close()
+		return nil, unix.EISDIR
+	}
+	o.close()
+	return nil, unix.EINVAL
+}
+
+// Read reads up to len(buf) bytes at off as c. eof reports that the read
+// reached the end of the file. The returned attributes are after the read.
+func (fs *FS) Read(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a Attr, err error) {
+	o, err := fs.regular(h)
+	if err != nil {
+		return 0, false, Attr{}, err
+	}
+	defer o.close()
+	a = fs.attrOf(&o.st)
+	fd, err := fs.openAs(c, o, unix.O_RDONLY)
+	if err != nil {
+		return 0, false, a, err
+	}
+	defer unix.Close(fd)
+	for n < len(buf) {
+		m, err := unix.Pread(fd, buf[n:], int64(off)+int64(n))
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return n, false, a, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		a = fs.attrOf(&st)
+	}
+	eof = off+uint64(n) >= a.Size
+	return n, eof, a, nil
+}
+
+// Write writes data at off as c and makes it as durable as asked before
+// returning. Writes past the end leave a hole (sparse). before/after are the
+// file's attributes around the write.
+func (fs *FS) Write(c Cred, h Handle, off uint64, data []byte, how Stability) (n int, before, after Attr, err error) {
+	if err := fs.writable(); err != nil {
+		return 0, Attr{}, Attr{}, err
+	}
+	o, err := fs.regular(h)
+	if err != nil {
+		return 0, Attr{}, Attr{}, err
+	}
+	defer o.close()
+	before = fs.attrOf(&o.st)
+	after = before
+	if off+uint64(len(data)) < off || off+uint64(len(data)) > 1<<62 {
+		return 0, before, after, unix.EFBIG
+	}
+	fd, err := fs.openAs(c, o, unix.O_WRONLY)
+	if err != nil {
+		return 0, before, after, err
+	}
+	defer unix.Close(fd)
+	for n < len(data) {
+		m, err := unix.Pwrite(fd, data[n:], int64(off)+int64(n))
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return n, before, after, err
+		}
+		if m == 0 {
+			return n, before, after, io.ErrShortWrite
+		}
+		n += m
+	}
+	switch how {
+	case DataSync:
+		err = unix.Fdatasync(fd)
+	case FileSync:
+		err = unix.Fsync(fd)
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		after = fs.attrOf(&st)
+	}
+	return n, before, after, err
+}
+
+// Commit makes all earlier writes to h durable (fsync). The range is
+// advisory; the whole file is flushed.
+func (fs *FS) Commit(h Handle) (before, after Attr, err error) {
+	o, err := fs.regular(h)
+	if err != nil {
+		return Attr{}, Attr{}, err
+	}
+	defer o.close()
+	before = fs.attrOf(&o.st)
+	after = before
+	// Opened as the server: flushing is harmless and the file may no
+	// longer be readable by the writer.
+	fd, err := unix.Open(o.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return before, after, err
+	}
+	defer unix.Close(fd)
+	err = unix.Fsync(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		after = fs.attrOf(&st)
+	}
+	return before, after, err
+}

@@ -1,0 +1,452 @@
+package vfs
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// DirChange carries a directory's attributes around a modifying operation
+// (NFS weak cache consistency). Fields are nil when unknown.
+type DirChange struct {
+	Before, After *Attr
+}
+
+func (fs *FS) statPtr(fd int) *Attr {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return nil
+	}
+	a := fs.attrOf(&st)
+	return &a
+}
+
+// dirOp resolves a directory handle, records its attributes before, and
+// fills After when done.
+func (fs *FS) dirOp(h Handle) (*obj, DirChange, error) {
+	o, err := fs.resolve(h)
+	if err != nil {
+		return nil, DirChange{}, err
+	}
+	if !o.isDir() {
+		before := fs.attrOf(&o.st)
+		o.close()
+		return nil, DirChange{Before: &before, After: &before}, unix.ENOTDIR
+	}
+	before := fs.attrOf(&o.st)
+	return o, DirChange{Before: &before}, nil
+}
+
+func (fs *FS) finish(o *obj, dc *DirChange) {
+	dc.After = fs.statPtr(o.fd)
+	o.close()
+}
+
+// child stats name in the directory and builds its handle.
+func (fs *FS) child(dir *obj, name string) (Handle, Attr, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, Attr{}, err
+	}
+	h, err := fs.handleOf(dir.fd, name, &st, dir.st.Ino, dir.path)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	return h, fs.attrOf(&st), nil
+}
+
+// Lookup finds name in directory dir as c. "." is dir itself; ".." is its
+// parent, or the export root itself at the root (the export is a closed tree).
+// Reserved names do not exist.
+func (fs *FS) Lookup(c Cred, dir Handle, name string) (Handle, Attr, *Attr, error) {
+	o, err := fs.resolve(dir)
+	if err != nil {
+		return nil, Attr{}, nil, err
+	}
+	defer o.close()
+	da := fs.attrOf(&o.st)
+	if !o.isDir() {
+		return nil, Attr{}, &da, unix.ENOTDIR
+	}
+	switch {
+	case name == ".", name == ".." && o.st.Ino == fs.rootIno:
+		return dir, da, &da, nil
+	case name == "..":
+	default:
+		if err := checkName(name); err != nil {
+			if errors.Is(err, ErrReserved) {
+				err = unix.ENOENT
+			}
+			return nil, Attr{}, &da, err
+		}
+	}
+	var h Handle
+	var a Attr
+	err = fs.as(c, func() error {
+		var err error
+		h, a, err = fs.child(o, name)
+		return err
+	})
+	if name == ".." && err == nil && a.FileID == fs.rootIno {
+		h = fs.rootFH
+	}
+	return h, a, &da, err
+}
+
+// Readlink returns a symbolic link's target.
+func (fs *FS) Readlink(h Handle) (string, Attr, error) {
+	o, err := fs.resolve(h)
+	if err != nil {
+		return "", Attr{}, err
+	}
+	defer o.close()
+	a := fs.attrOf(&o.st)
+	if a.Type != TypeSymlink {
+		return "", a, unix.EINVAL
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(o.fd, "", buf)
+	if err != nil {
+		return "", a, err
+	}
+	return string(buf[:n]), a, nil
+}
+
+// CreateMode is how Create treats an existing name.
+type CreateMode int
+
+const (
+	CreateUnchecked CreateMode = iota // reuse an existing file (attributes applied)
+	CreateGuarded                     // fail with EEXIST if the name exists
+	CreateExclusive                   // exactly-once create keyed by a verifier
+)
+
+// Create makes a regular file. For CreateExclusive the 8-byte verifier is
+// kept in the file's atime and mtime seconds (as Linux knfsd does), so a
+// retransmitted CREATE finds its own file and succeeds; the client then sets
+// the real times with SETATTR.
+func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr, verf [8]byte) (Handle, Attr, DirChange, error) {
+	if err := fs.writable(); err != nil {
+		return nil, Attr{}, DirChange{}, err
+	}
+	o, dc, err := fs.dirOp(dir)
+	if err != nil {
+		return nil, Attr{}, dc, err
+	}
+	defer fs.finish(o, &dc)
+	if err := checkName(name); err != nil {
+		if name == "." || name == ".." {
+			err = unix.EEXIST
+		}
+		return nil, Attr{}, dc, err
+	}
+	perm := uint32(0o644)
+	if s.Mode != nil {
+		perm = *s.Mode & 0o7777
+	}
+	var h Handle
+	var a Attr
+	err = fs.as(c, func() error {
+		fd, err := unix.Openat(o.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+		if errors.Is(err, unix.EEXIST) {
+			switch mode {
+			case CreateGuarded:
+				return err
+			case CreateExclusive:
+				var st unix.Stat_t
+				if e := unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); e != nil {
+					return e
+				}
+				if st.Mode&unix.S_IFMT != unix.S_IFREG ||
+					uint32(st.Atim.Sec) != binary.BigEndian.Uint32(verf[0:4]) ||
+					uint32(st.Mtim.Sec) != binary.BigEndian.Uint32(verf[4:8]) {
+					return unix.EEXIST
+				}
+				h, a, err = fs.child(o, name)
+				return err
+			}
+			// Unchecked: the existing file gets the requested attributes
+			// (typically size 0), as a local open(O_CREAT|O_TRUNC) would.
+			var st unix.Stat_t
+			if e := unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); e != nil {
+				return e
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return unix.EISDIR
+			}
+			fd, err := unix.Openat(o.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			eo := &obj{fd: fd, st: st}
+			defer eo.close()
+			s2 := s
+			s2.Mode = nil // an existing file keeps its mode
+			if err := fs.applyAttrs(eo, c, s2); err != nil {
+				return err
+			}
+			h, a, err = fs.child(o, name)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		// Undo the umask and apply what was asked; on failure remove the
+		// half-made file so a retry starts clean.
+		ferr := unix.Fchmod(fd, perm)
+		if ferr == nil && mode == CreateExclusive {
+			ts := []unix.Timespec{
+				{Sec: int64(binary.BigEndian.Uint32(verf[0:4]))},
+				{Sec: int64(binary.BigEndian.Uint32(verf[4:8]))},
+			}
+			ferr = unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), ts, 0)
+		}
+		unix.Close(fd)
+		if ferr == nil && mode != CreateExclusive {
+			pfd, err := unix.Openat(o.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				ferr = err
+			} else {
+				no := &obj{fd: pfd}
+				unix.Fstat(pfd, &no.st)
+				s2 := s
+				s2.Mode = nil
+				ferr = fs.applyAttrs(no, c, s2)
+				no.close()
+			}
+		}
+		if ferr != nil {
+			unix.Unlinkat(o.fd, name, 0)
+			return ferr
+		}
+		h, a, err = fs.child(o, name)
+		return err
+	})
+	return h, a, dc, err
+}
+
+// Mkdir makes a directory.
+func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (Handle, Attr, DirChange, error) {
+	if err := fs.writable(); err != nil {
+		return nil, Attr{}, DirChange{}, err
+	}
+	o, dc, err := fs.dirOp(dir)
+	if err != nil {
+		return nil, Attr{}, dc, err
+	}
+	defer fs.finish(o, &dc)
+	if err := checkName(name); err != nil {
+		if name == "." || name == ".." {
+			err = unix.EEXIST
+		}
+		return nil, Attr{}, dc, err
+	}
+	perm := uint32(0o755)
+	if s.Mode != nil {
+		perm = *s.Mode & 0o7777
+	}
+	var h Handle
+	var a Attr
+	err = fs.as(c, func() error {
+		if err := unix.Mkdirat(o.fd, name, perm); err != nil {
+			return err
+		}
+		fd, err := unix.Openat(o.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			no := &obj{fd: fd}
+			unix.Fstat(fd, &no.st)
+			err = unix.Chmod(no.procPath(), perm)
+			if err == nil {
+				s2 := s
+				s2.Mode = nil
+				err = fs.applyAttrs(no, c, s2)
+			}
+			no.close()
+		}
+		if err != nil {
+			unix.Unlinkat(o.fd, name, unix.AT_REMOVEDIR)
+			return err
+		}
+		h, a, err = fs.child(o, name)
+		return err
+	})
+	return h, a, dc, err
+}
+
+// Symlink makes a symbolic link name -> target.
+func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (Handle, Attr, DirChange, error) {
+	if err := fs.writable(); err != nil {
+		return nil, Attr{}, DirChange{}, err
+	}
+	o, dc, err := fs.dirOp(dir)
+	if err != nil {
+		return nil, Attr{}, dc, err
+	}
+	defer fs.finish(o, &dc)
+	if err := checkName(name); err != nil {
+		if name == "." || name == ".." {
+			err = unix.EEXIST
+		}
+		return nil, Attr{}, dc, err
+	}
+	if target == "" || len(target) > 4095 || containsNUL(target) {
+		return nil, Attr{}, dc, ErrInvalidName
+	}
+	var h Handle
+	var a Attr
+	err = fs.as(c, func() error {
+		if err := unix.Symlinkat(target, o.fd, name); err != nil {
+			return err
+		}
+		var err error
+		h, a, err = fs.child(o, name)
+		return err
+	})
+	return h, a, dc, err
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Remove unlinks a non-directory.
+func (fs *FS) Remove(c Cred, dir Handle, name string) (DirChange, error) {
+	return fs.unlink(c, dir, name, 0)
+}
+
+// Rmdir removes an empty directory.
+func (fs *FS) Rmdir(c Cred, dir Handle, name string) (DirChange, error) {
+	return fs.unlink(c, dir, name, unix.AT_REMOVEDIR)
+}
+
+func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (DirChange, error) {
+	if err := fs.writable(); err != nil {
+		return DirChange{}, err
+	}
+	o, dc, err := fs.dirOp(dir)
+	if err != nil {
+		return dc, err
+	}
+	defer fs.finish(o, &dc)
+	if err := checkName(name); err != nil {
+		switch {
+		case errors.Is(err, ErrReserved):
+			err = unix.ENOENT
+		case name == ".":
+			err = unix.EINVAL
+		case name == "..":
+			err = unix.ENOTEMPTY
+		}
+		return dc, err
+	}
+	err = fs.as(c, func() error { return unix.Unlinkat(o.fd, name, flags) })
+	if errors.Is(err, unix.EISDIR) && flags == 0 {
+		// unlink(2) on a directory is EISDIR on Linux; RFC 1813 REMOVE
+		// of a directory is also answered with ISDIR (or NOTSUPP) by knfsd.
+		return dc, unix.EISDIR
+	}
+	return dc, err
+}
+
+// Rename moves fromName in fromDir to toName in toDir atomically
+// (rename(2)); both directories must belong to this export.
+func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toName string) (from, to DirChange, err error) {
+	if err := fs.writable(); err != nil {
+		return DirChange{}, DirChange{}, err
+	}
+	fo, from, err := fs.dirOp(fromDir)
+	if err != nil {
+		return from, DirChange{}, err
+	}
+	defer fs.finish(fo, &from)
+	to0, to, err := fs.dirOp(toDir)
+	if err != nil {
+		return from, to, err
+	}
+	defer fs.finish(to0, &to)
+	if err := checkName(fromName); err != nil {
+		if errors.Is(err, ErrReserved) {
+			err = unix.ENOENT
+		} else if fromName == "." || fromName == ".." {
+			err = unix.EINVAL
+		}
+		return from, to, err
+	}
+	if err := checkName(toName); err != nil {
+		if toName == "." || toName == ".." {
+			err = unix.EINVAL
+		}
+		return from, to, err
+	}
+	err = fs.as(c, func() error {
+		if err := unix.Renameat(fo.fd, fromName, to0.fd, toName); err != nil {
+			return err
+		}
+		if fs.index != nil {
+			var st unix.Stat_t
+			if unix.Fstatat(to0.fd, toName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+				fs.index.record(st.Ino, to0.st.Ino, toName, generation(to0.fd, toName, &st))
+			}
+		}
+		return nil
+	})
+	return from, to, err
+}
+
+// Link makes a hard link to h as name in dir.
+func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (Attr, DirChange, error) {
+	if err := fs.writable(); err != nil {
+		return Attr{}, DirChange{}, err
+	}
+	src, err := fs.resolve(h)
+	if err != nil {
+		return Attr{}, DirChange{}, err
+	}
+	defer src.close()
+	o, dc, err := fs.dirOp(dir)
+	if err != nil {
+		return fs.attrOf(&src.st), dc, err
+	}
+	defer fs.finish(o, &dc)
+	if src.isDir() {
+		return fs.attrOf(&src.st), dc, unix.EISDIR
+	}
+	if err := checkName(name); err != nil {
+		if name == "." || name == ".." {
+			err = unix.EEXIST
+		}
+		return fs.attrOf(&src.st), dc, err
+	}
+	// linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which the caller's
+	// identity lacks; following the /proc magic link needs nothing more
+	// than link(2) would.
+	err = fs.as(c, func() error {
+		return unix.Linkat(unix.AT_FDCWD, src.procPath(), o.fd, name, unix.AT_SYMLINK_FOLLOW)
+	})
+	a := fs.attrOf(&src.st)
+	var st unix.Stat_t
+	if unix.Fstat(src.fd, &st) == nil {
+		a = fs.attrOf(&st)
+	}
+	return a, dc, err
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	if n == 0 {
+		return "0"
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
