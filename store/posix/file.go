@@ -89,7 +89,7 @@ func (f *file) invalidate() {
 		return
 	}
 	rec.ETag, rec.Parts = "", nil
-	f.b.writeRecord(f.path, f.f, &st, rec)
+	f.b.writeRecord(f.path, f.f, &st, rec, false)
 }
 
 func (f *file) WriteAt(p []byte, off int64) (int, error) {

@@ -138,8 +138,9 @@ func getxattr(p string, f *os.File, name string) ([]byte, error) {
 
 // writeRecord stores r for file p (fd f if non-nil). With xattrs it falls
 // back to a sidecar only when the value does not fit; the sidecar then
-// carries the inode number so it is never applied to another file.
-func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record) error {
+// carries the inode number so it is never applied to another file. durable
+// fsyncs a sidecar (an xattr is made durable by the caller's fsync of f).
+func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record, durable bool) error {
 	if b.useXattr {
 		r.Ino = 0
 		data, err := json.Marshal(r)
@@ -170,7 +171,7 @@ func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record) 
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(b.sidecarPath(p), data, false)
+	return writeFileAtomic(b.sidecarPath(p), data, durable)
 }
 
 // removeSidecar deletes the fallback metadata of p (if any).
@@ -263,7 +264,7 @@ func (b *Backend) refresh(p string, f *os.File, st *unix.Stat_t, r *record) (*re
 	nr.ETag, nr.Size, nr.MtimeNs, nr.Parts = etag, st.Size, st.Mtim.Nano(), nil
 	var after unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &after) == nil && after.Size == st.Size && after.Mtim == st.Mtim {
-		if err := b.writeRecord(p, f, st, nr); err != nil {
+		if err := b.writeRecord(p, f, st, nr, false); err != nil {
 			b.log.Debug("posix store: could not save recomputed ETag", "path", p, "err", err)
 		}
 	}

@@ -115,18 +115,32 @@ func (b *Backend) publish(f *os.File, target string, changed []string, rec *reco
 		return fail(err)
 	}
 	rec.Size, rec.MtimeNs = st.Size, st.Mtim.Nano()
-	if !b.useXattr {
-		l := b.keyLock(target)
-		l.Lock()
-		defer l.Unlock()
-	}
-	if err := b.writeRecord(target, f, &st, rec); err != nil {
-		return fail(err)
+	if b.useXattr {
+		// The metadata travels with the inode: set it before the fsync.
+		if err := b.writeRecord(target, f, &st, rec, true); err != nil {
+			return fail(err)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(tmp, target); err != nil {
+	var unlock func()
+	if !b.useXattr {
+		// Sidecar and rename are two steps: keep writers of the key in
+		// order so the last sidecar written describes the last file renamed.
+		l := b.keyLock(target)
+		l.Lock()
+		unlock = l.Unlock
+		if err := b.writeRecord(target, f, &st, rec, true); err != nil {
+			unlock()
+			return fail(err)
+		}
+	}
+	err := os.Rename(tmp, target)
+	if unlock != nil {
+		unlock()
+	}
+	if err != nil {
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			err = fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, target)
 		}
@@ -320,7 +334,7 @@ func (b *Backend) UpdateMeta(ctx context.Context, bucket, key string, meta store
 		l.Lock()
 		defer l.Unlock()
 	}
-	if err := b.writeRecord(p, f, &st, &nr); err != nil {
+	if err := b.writeRecord(p, f, &st, &nr, true); err != nil {
 		return store.ObjectInfo{}, err
 	}
 	if err := f.Sync(); err != nil {
