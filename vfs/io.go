@@ -23,7 +23,7 @@ func (fs *FS) openAs(c Cred, o *obj, flags int) (int, error) {
 	var fd int
 	err := fs.as(c, func() error {
 		var err error
-		fd, err = unix.Open(o.procPath(), flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		fd, err = unix.Open(o.procPath(), flags|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if errors.Is(err, unix.EACCES) && c.UID == o.st.Uid && fs.switchID {

@@ -126,11 +126,12 @@ const (
 // kept in the file's atime and mtime seconds (as Linux knfsd does), so a
 // retransmitted CREATE finds its own file and succeeds; the client then sets
 // the real times with SETATTR.
-func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr, verf [8]byte) (Handle, Attr, DirChange, error) {
+func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr, verf [8]byte) (h Handle, a Attr, dc DirChange, err error) {
 	if err := fs.writable(); err != nil {
 		return nil, Attr{}, DirChange{}, err
 	}
-	o, dc, err := fs.dirOp(dir)
+	var o *obj
+	o, dc, err = fs.dirOp(dir)
 	if err != nil {
 		return nil, Attr{}, dc, err
 	}
@@ -145,8 +146,6 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 	if s.Mode != nil {
 		perm = *s.Mode & 0o7777
 	}
-	var h Handle
-	var a Attr
 	err = fs.as(c, func() error {
 		fd, err := unix.Openat(o.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if errors.Is(err, unix.EEXIST) {
@@ -227,11 +226,12 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 }
 
 // Mkdir makes a directory.
-func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (Handle, Attr, DirChange, error) {
+func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (h Handle, a Attr, dc DirChange, err error) {
 	if err := fs.writable(); err != nil {
 		return nil, Attr{}, DirChange{}, err
 	}
-	o, dc, err := fs.dirOp(dir)
+	var o *obj
+	o, dc, err = fs.dirOp(dir)
 	if err != nil {
 		return nil, Attr{}, dc, err
 	}
@@ -246,8 +246,6 @@ func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (Handle, Attr, D
 	if s.Mode != nil {
 		perm = *s.Mode & 0o7777
 	}
-	var h Handle
-	var a Attr
 	err = fs.as(c, func() error {
 		if err := unix.Mkdirat(o.fd, name, perm); err != nil {
 			return err
@@ -275,11 +273,12 @@ func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (Handle, Attr, D
 }
 
 // Symlink makes a symbolic link name -> target.
-func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (Handle, Attr, DirChange, error) {
+func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (h Handle, a Attr, dc DirChange, err error) {
 	if err := fs.writable(); err != nil {
 		return nil, Attr{}, DirChange{}, err
 	}
-	o, dc, err := fs.dirOp(dir)
+	var o *obj
+	o, dc, err = fs.dirOp(dir)
 	if err != nil {
 		return nil, Attr{}, dc, err
 	}
@@ -293,8 +292,6 @@ func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (Handl
 	if target == "" || len(target) > 4095 || containsNUL(target) {
 		return nil, Attr{}, dc, ErrInvalidName
 	}
-	var h Handle
-	var a Attr
 	err = fs.as(c, func() error {
 		if err := unix.Symlinkat(target, o.fd, name); err != nil {
 			return err
@@ -325,11 +322,12 @@ func (fs *FS) Rmdir(c Cred, dir Handle, name string) (DirChange, error) {
 	return fs.unlink(c, dir, name, unix.AT_REMOVEDIR)
 }
 
-func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (DirChange, error) {
+func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, err error) {
 	if err := fs.writable(); err != nil {
 		return DirChange{}, err
 	}
-	o, dc, err := fs.dirOp(dir)
+	var o *obj
+	o, dc, err = fs.dirOp(dir)
 	if err != nil {
 		return dc, err
 	}
@@ -360,12 +358,13 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 	if err := fs.writable(); err != nil {
 		return DirChange{}, DirChange{}, err
 	}
-	fo, from, err := fs.dirOp(fromDir)
+	var fo, to0 *obj
+	fo, from, err = fs.dirOp(fromDir)
 	if err != nil {
 		return from, DirChange{}, err
 	}
 	defer fs.finish(fo, &from)
-	to0, to, err := fs.dirOp(toDir)
+	to0, to, err = fs.dirOp(toDir)
 	if err != nil {
 		return from, to, err
 	}
@@ -400,7 +399,7 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 }
 
 // Link makes a hard link to h as name in dir.
-func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (Attr, DirChange, error) {
+func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (a Attr, dc DirChange, err error) {
 	if err := fs.writable(); err != nil {
 		return Attr{}, DirChange{}, err
 	}
@@ -409,7 +408,8 @@ func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (Attr, DirChange, 
 		return Attr{}, DirChange{}, err
 	}
 	defer src.close()
-	o, dc, err := fs.dirOp(dir)
+	var o *obj
+	o, dc, err = fs.dirOp(dir)
 	if err != nil {
 		return fs.attrOf(&src.st), dc, err
 	}
@@ -429,7 +429,7 @@ func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (Attr, DirChange, 
 	err = fs.as(c, func() error {
 		return unix.Linkat(unix.AT_FDCWD, src.procPath(), o.fd, name, unix.AT_SYMLINK_FOLLOW)
 	})
-	a := fs.attrOf(&src.st)
+	a = fs.attrOf(&src.st)
 	var st unix.Stat_t
 	if unix.Fstat(src.fd, &st) == nil {
 		a = fs.attrOf(&st)

@@ -107,7 +107,7 @@ type Options struct {
 // concurrent use.
 type FS struct {
 	root     string // absolute, symlinks resolved
-	rootFd   int    // O_PATH fd of root; also the mount fd for open_by_handle_at
+	rootFd   int    // fd of root (O_RDONLY); also the mount fd for open_by_handle_at
 	rootIno  uint64
 	dev      uint64
 	fsid     uint64
@@ -128,7 +128,7 @@ func Open(dir string, opts Options) (*FS, error) {
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, fmt.Errorf("vfs: export root: %w", err)
 	}
-	fd, err := unix.Open(abs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) // not O_PATH: open_by_handle_at needs a real mount fd
 	if err != nil {
 		return nil, fmt.Errorf("vfs: open export root %s: %w", abs, err)
 	}
