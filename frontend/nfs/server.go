@@ -367,7 +367,10 @@ func (c *conn) handle(rec []byte) {
 		c.send(w.Bytes())
 		return
 	case errors.Is(err, sunrpc.ErrNotCall):
-		return // a reply sent to a server: ignore it
+		// Not a call: a confused or hostile peer. Nothing sensible can be
+		// answered, and what follows is unlikely to be RPC either.
+		c.c.Close()
+		return
 	case err != nil:
 		// The header itself is unreadable. If at least the XID and the
 		// fixed fields parsed, answer GARBAGE_ARGS so the caller is not left
