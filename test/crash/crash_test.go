@@ -1,0 +1,447 @@
+// Package crash_test kills `tristore serve` with SIGKILL while many S3 PUTs
+// are in flight, restarts it on the same data directory and checks the
+// store's durability promise (issue 2): every key holds one complete
+// version, never older than the last acknowledged PUT; no temp files
+// remain after the restart.
+package crash_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+const (
+	accessKey = "CRASHTESTACCESSKEY01"
+	secretKey = "crash-test-secret-key-0001"
+	bucket    = "crash"
+	numKeys   = 24
+	workers   = 12
+	rounds    = 3
+	maxPuts   = 200 // over all rounds
+)
+
+// buildOnce builds the tristore binary once per test binary run.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func tristoreBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("TRISTORE_CRASH_BIN"); p != "" {
+			binPath = p // a prebuilt binary (not removed afterwards)
+			return
+		}
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "tristore-crash-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "tristore")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/tristore")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/tristore: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" && os.Getenv("TRISTORE_CRASH_BIN") == "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for range 10 {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		dir = filepath.Dir(dir)
+	}
+	return "", errors.New("go.mod not found above the test directory")
+}
+
+// server is one running `tristore serve`.
+type server struct {
+	cmd    *exec.Cmd
+	s3addr string
+	done   chan struct{}
+	stderr *bytes.Buffer
+}
+
+// offFlags returns "--<proto>-addr off" for every protocol address flag
+// `serve` has besides s3 (front ends are added over time).
+func offFlags(t *testing.T, bin string) []string {
+	out, err := exec.Command(bin, "serve", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tristore serve --help: %v\n%s", err, out)
+	}
+	var args []string
+	for _, m := range regexp.MustCompile(`--([a-z0-9]+)-addr\b`).FindAllStringSubmatch(string(out), -1) {
+		if m[1] != "s3" && !containsFlag(args, m[0]) {
+			args = append(args, m[0], "off")
+		}
+	}
+	return args
+}
+
+func containsFlag(args []string, f string) bool {
+	for _, a := range args {
+		if a == f {
+			return true
+		}
+	}
+	return false
+}
+
+func startServer(t *testing.T, bin, data string) *server {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	args := append([]string{"serve", "--data", data, "--s3-addr", "127.0.0.1:0", "--ready-file", ready}, offFlags(t, bin)...)
+	cmd := exec.Command(bin, args...)
+	env := []string{"TRISTORE_ACCESS_KEY=" + accessKey, "TRISTORE_SECRET_KEY=" + secretKey, "XDG_CONFIG_HOME=" + t.TempDir()}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "TRISTORE_") && !strings.HasPrefix(e, "XDG_CONFIG_HOME=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, done: make(chan struct{}), stderr: &stderr}
+	go func() { cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { s.kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			t.Fatalf("tristore serve exited before it was ready:\n%s", stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		data, err := os.ReadFile(ready)
+		if err != nil {
+			continue
+		}
+		var addrs map[string]string
+		if json.Unmarshal(data, &addrs) == nil && addrs["s3"] != "" {
+			s.s3addr = addrs["s3"]
+			return s
+		}
+	}
+	t.Fatalf("tristore serve not ready after 60s:\n%s", stderr.String())
+	return nil
+}
+
+// kill sends SIGKILL (idempotent) and waits for the process to be gone.
+func (s *server) kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+// stop asks for a graceful shutdown (SIGTERM) and waits for it.
+func (s *server) stop(t *testing.T) {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		t.Error("tristore serve did not stop within 30s of SIGTERM")
+		s.kill()
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func client(addr string) *awss3.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, "")}
+	return awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+		o.BaseEndpoint = aws.String("http://" + addr)
+		o.UsePathStyle = true
+		o.RetryMaxAttempts = 1 // a PUT is acknowledged once, by its own response
+	})
+}
+
+// content returns version v of key: a header naming key, version and
+// length, then pseudo-random bytes determined by them. Sizes range from
+// 1 KiB to 3 MiB so that a kill lands in the middle of bodies.
+func content(key string, v int) []byte {
+	seed := uint64(v)*1_000_003 + uint64(len(key))
+	for _, c := range key {
+		seed = seed*31 + uint64(c)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	size := 1024 + r.IntN(3<<20)
+	if v%3 == 0 {
+		size = 1024 + r.IntN(64<<10)
+	}
+	hdr := fmt.Sprintf("key=%s version=%d size=%d\n", key, v, size)
+	buf := make([]byte, size)
+	copy(buf, hdr)
+	for i := len(hdr); i < size; i += 8 {
+		x := r.Uint64()
+		for j := 0; j < 8 && i+j < size; j++ {
+			buf[i+j] = byte(x >> (8 * j))
+		}
+	}
+	return buf
+}
+
+var hdrRE = regexp.MustCompile(`^key=(\S+) version=(\d+) size=(\d+)\n`)
+
+// parseVersion checks that data is exactly one whole version of key and
+// returns its number.
+func parseVersion(key string, data []byte) (int, error) {
+	m := hdrRE.FindSubmatch(data)
+	if m == nil {
+		return -1, fmt.Errorf("no version header (%d bytes)", len(data))
+	}
+	if string(m[1]) != key {
+		return -1, fmt.Errorf("holds content of key %s", m[1])
+	}
+	v, _ := strconv.Atoi(string(m[2]))
+	if !bytes.Equal(data, content(key, v)) {
+		return v, fmt.Errorf("version %d is not complete or intact (%d bytes)", v, len(data))
+	}
+	return v, nil
+}
+
+// keyState tracks one key; one writer goroutine owns each key, so its
+// versions are written strictly one after another.
+type keyState struct {
+	acked     int // last version whose PUT returned 200
+	attempted int // last version a PUT was started for
+}
+
+func TestKillDuringPuts(t *testing.T) {
+	bin := tristoreBin(t)
+	data := t.TempDir()
+	keys := make([]string, numKeys)
+	states := make([]keyState, numKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("obj/%02d/data.bin", i)
+	}
+	srv := startServer(t, bin, data)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := client(srv.s3addr)
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("CreateBucket: %v\n%s", err, srv.stderr)
+	}
+	for i, k := range keys {
+		if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader(content(k, 0))}); err != nil {
+			t.Fatalf("initial PUT %s: %v", k, err)
+		}
+		states[i] = keyState{}
+	}
+	puts := 0
+	started := time.Now()
+	for round := range rounds {
+		budget := (maxPuts - puts) / (rounds - round)
+		n, tmpSeen := crashRound(t, ctx, srv, data, keys, states, budget)
+		puts += n
+		t.Logf("round %d: %d PUTs started, server killed with %d temp files on disk", round+1, n, tmpSeen)
+		srv = startServer(t, bin, data)
+		verify(t, ctx, srv, data, keys, states)
+		if time.Since(started) > 90*time.Second {
+			t.Logf("stopping after %d rounds (slow machine)", round+1)
+			break
+		}
+	}
+	srv.stop(t)
+	if left := tempFiles(t, data); len(left) > 0 {
+		t.Fatalf("temp files left after graceful shutdown: %v", left)
+	}
+}
+
+// crashRound runs PUTs from several workers and SIGKILLs the server while
+// they are in flight. It returns the number of PUTs started and the temp
+// files present right after the kill (evidence that PUTs were cut off).
+func crashRound(t *testing.T, ctx context.Context, srv *server, data string, keys []string, states []keyState, budget int) (int, int) {
+	c := client(srv.s3addr)
+	var started, acked atomic.Int64
+	killAt := int64(budget / 2)
+	if killAt < 5 {
+		killAt = 5
+	}
+	var mu sync.Mutex // guards states
+	var wg sync.WaitGroup
+	stopAll := make(chan struct{})
+	deadline := time.Now().Add(30 * time.Second)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				ki := w + (i%((numKeys+workers-1)/workers))*workers
+				if ki >= numKeys {
+					continue
+				}
+				select {
+				case <-stopAll:
+					return
+				default:
+				}
+				if started.Add(1) > int64(budget) {
+					return
+				}
+				mu.Lock()
+				v := states[ki].acked + 1
+				states[ki].attempted = v
+				mu.Unlock()
+				pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
+				_, err := c.PutObject(pctx, &awss3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(keys[ki]), Body: bytes.NewReader(content(keys[ki], v))})
+				pcancel()
+				if err != nil {
+					return // the server is gone
+				}
+				mu.Lock()
+				states[ki].acked = v
+				mu.Unlock()
+				acked.Add(1)
+			}
+		}()
+	}
+	// Kill once half the budget is acknowledged, with the other workers
+	// mid-request.
+	for i := 0; i < 6000 && acked.Load() < killAt && time.Now().Before(deadline); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Prefer a moment when a PUT is visibly mid-body (its temp file exists).
+	for i := 0; i < 400 && len(tempFiles(t, data)) == 0 && time.Now().Before(deadline); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.kill()
+	tmp := len(tempFiles(t, data))
+	close(stopAll)
+	wg.Wait()
+	n := started.Load()
+	if n > int64(budget) {
+		n = int64(budget)
+	}
+	return int(n), tmp
+}
+
+// tempFiles lists PUT temp files in the data tree (the iam directory
+// belongs to another package and is not the store's concern).
+func tempFiles(t *testing.T, data string) []string {
+	var out []string
+	filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && d.Name() == "iam" && filepath.Base(filepath.Dir(p)) == ".tristore" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), ".tristore-tmp-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// verify checks, after a restart, that every key holds one whole version
+// no older than its last acknowledged PUT (and no newer than the last one
+// attempted), that ETags match, and that start-up removed all temp files.
+func verify(t *testing.T, ctx context.Context, srv *server, data string, keys []string, states []keyState) {
+	t.Helper()
+	if left := tempFiles(t, data); len(left) > 0 {
+		t.Fatalf("temp files left after restart: %v", left)
+	}
+	c := client(srv.s3addr)
+	for i, k := range keys {
+		out, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+		if err != nil {
+			t.Fatalf("GET %s after restart: %v", k, err)
+		}
+		body, err := io.ReadAll(out.Body)
+		out.Body.Close()
+		if err != nil {
+			t.Fatalf("reading %s: %v", k, err)
+		}
+		v, err := parseVersion(k, body)
+		if err != nil {
+			t.Fatalf("key %s after crash: %v", k, err)
+		}
+		st := states[i]
+		if v < st.acked || v > st.attempted {
+			t.Fatalf("key %s holds version %d; last acknowledged %d, last attempted %d", k, v, st.acked, st.attempted)
+		}
+		sum := md5.Sum(body)
+		if etag := strings.Trim(aws.ToString(out.ETag), `"`); etag != hex.EncodeToString(sum[:]) {
+			t.Fatalf("key %s: ETag %s does not match its content", k, etag)
+		}
+		// The surviving version is now the acknowledged one.
+		states[i] = keyState{acked: v, attempted: v}
+	}
+	res, err := c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Contents) != len(keys) {
+		t.Fatalf("listing after restart has %d objects, want %d", len(res.Contents), len(keys))
+	}
+}
