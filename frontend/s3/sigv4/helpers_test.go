@@ -2,10 +2,13 @@ package sigv4
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -92,7 +95,8 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPut:
 		rc.bodies[r.URL.Path] = body
 		rc.mu.Unlock()
-		w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef"`)
+		sum := md5.Sum(body)
+		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
 		w.WriteHeader(200)
 	case http.MethodGet, http.MethodHead:
 		b, ok := rc.bodies[r.URL.Path]
@@ -101,7 +105,11 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(404)
 			return
 		}
+		sum := md5.Sum(b)
 		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+		w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
 		w.Write(b)
 	default:
 		rc.mu.Unlock()
