@@ -49,23 +49,57 @@ const (
 )
 
 // statusErrno maps a status to the POSIX error a local file system would
-// return (used by the FUSE mount). The NFS3ERR values below 10000 are errno
-// values by design; the protocol-only ones get the closest errno.
+// return (used by the FUSE mount). The NFS3ERR numbers come from BSD errno
+// values, which differ from Linux's above 35 (NFS3ERR_NOTEMPTY is 66, Linux
+// ENOTEMPTY is 39), so the mapping is explicit.
 func statusErrno(s Status) syscall.Errno {
 	switch s {
-	case ErrBadHandle, ErrStale:
+	case ErrPerm:
+		return syscall.EPERM
+	case ErrNoEnt:
+		return syscall.ENOENT
+	case ErrIO:
+		return syscall.EIO
+	case ErrNXIO:
+		return syscall.ENXIO
+	case ErrAcces:
+		return syscall.EACCES
+	case ErrExist:
+		return syscall.EEXIST
+	case ErrXDev:
+		return syscall.EXDEV
+	case ErrNoDev:
+		return syscall.ENODEV
+	case ErrNotDir:
+		return syscall.ENOTDIR
+	case ErrIsDir:
+		return syscall.EISDIR
+	case ErrInval:
+		return syscall.EINVAL
+	case ErrFBig:
+		return syscall.EFBIG
+	case ErrNoSpc:
+		return syscall.ENOSPC
+	case ErrROFS:
+		return syscall.EROFS
+	case ErrMLink:
+		return syscall.EMLINK
+	case ErrNameTooLong:
+		return syscall.ENAMETOOLONG
+	case ErrNotEmpty:
+		return syscall.ENOTEMPTY
+	case ErrDQuot:
+		return syscall.EDQUOT
+	case ErrStale, ErrBadHandle:
 		return syscall.ESTALE
+	case ErrRemote:
+		return syscall.EREMOTE
 	case ErrNotSync, ErrBadCookie, ErrBadType, ErrTooSmall:
 		return syscall.EINVAL
 	case ErrNotSupp:
 		return syscall.EOPNOTSUPP
-	case ErrServerFault:
-		return syscall.EIO
 	case ErrJukebox:
 		return syscall.EAGAIN
-	}
-	if s > 0 && s < 10000 {
-		return syscall.Errno(s)
 	}
 	return syscall.EIO
 }

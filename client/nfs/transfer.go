@@ -195,6 +195,7 @@ type UnstableWriter struct {
 	verf     Verifier
 	haveVerf bool
 	mixed    bool // replies carried different verifiers: resend before trusting COMMIT
+	resends  int
 }
 
 type extent struct {
@@ -204,6 +205,10 @@ type extent struct {
 
 // NewUnstable starts tracking writes to fh.
 func NewUnstable(c *Client, fh FH) *UnstableWriter { return &UnstableWriter{c: c, fh: fh} }
+
+// Resends counts how often uncommitted data was sent again because the
+// server's write verifier changed.
+func (u *UnstableWriter) Resends() int { u.mu.Lock(); defer u.mu.Unlock(); return u.resends }
 
 // Pending is the number of bytes written but not yet committed.
 func (u *UnstableWriter) Pending() int { u.mu.Lock(); defer u.mu.Unlock(); return u.bytes }
@@ -276,6 +281,7 @@ func (u *UnstableWriter) Commit(ctx context.Context) error {
 		u.mu.Lock()
 		u.haveVerf, u.mixed = false, false
 		u.extents, u.bytes = nil, 0
+		u.resends++
 		u.mu.Unlock()
 		for _, e := range exts {
 			if err := u.WriteAt(ctx, e.data, e.off, true); err != nil {

@@ -241,6 +241,7 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 	if e := h.sendLocked(ctx); e != 0 {
 		return e
 	}
+	wrote := h.un.Pending() > 0
 	if err := h.un.Commit(ctx); err != nil {
 		h.err = errno(err)
 		return h.err
@@ -248,6 +249,9 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 	if e := h.err; e != 0 {
 		h.err = 0
 		return e
+	}
+	if !wrote {
+		return 0
 	}
 	// Our own writes changed size and mtime: remember them so the next
 	// open keeps the page cache.

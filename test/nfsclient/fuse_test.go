@@ -1,0 +1,364 @@
+package nfsclient
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tristore/tristore/client/nfs"
+	"github.com/tristore/tristore/fusefs/nfstree"
+	"github.com/tristore/tristore/internal/testutil"
+)
+
+// mountFUSE mounts tg through nfstree on a fresh directory. The returned
+// function unmounts (idempotent); t.Cleanup also unmounts, lazily if busy.
+func mountFUSE(t *testing.T, tg *target, opts nfstree.Options) (string, func()) {
+	t.Helper()
+	testutil.NeedRoot(t, "FUSE mounts (mount(2) directly) need root")
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	c, _ := tg.client(t, nfs.Options{})
+	tree, err := nfstree.New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := tree.Mount(ctxT(t), dir)
+	if err != nil {
+		t.Fatalf("FUSE mount: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	unmounted := false
+	unmount := func() {
+		if unmounted {
+			return
+		}
+		unmounted = true
+		var err error
+		for i := 0; i < 20; i++ {
+			if err = srv.Unmount(); err == nil {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if err != nil {
+			t.Logf("unmount %s: %v; detaching lazily", dir, err)
+			exec.Command("umount", "-l", dir).Run()
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("FUSE server for %s did not stop", dir)
+		}
+	}
+	t.Cleanup(unmount)
+	return dir, unmount
+}
+
+// treeSums walks root and returns one line per entry: type, mode, size or
+// sha256 of the content, or the link target. Ownership and times are not
+// compared (the server stores what tar set, but atime moves on reads).
+func treeSums(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = "link " + target
+		case fi.IsDir():
+			out[rel] = fmt.Sprintf("dir %o", fi.Mode().Perm())
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			out[rel] = fmt.Sprintf("file %o %d %s", fi.Mode().Perm(), len(b), hex.EncodeToString(sum[:]))
+		default:
+			out[rel] = "other " + fi.Mode().String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", root, err)
+	}
+	return out
+}
+
+func diffSums(t *testing.T, what string, want, got map[string]string) {
+	t.Helper()
+	var bad []string
+	for k, v := range want {
+		if got[k] != v {
+			bad = append(bad, fmt.Sprintf("%s: want %q got %q", k, v, got[k]))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			bad = append(bad, fmt.Sprintf("%s: unexpected %q", k, got[k]))
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		if len(bad) > 10 {
+			bad = append(bad[:10], fmt.Sprintf("... and %d more", len(bad)-10))
+		}
+		t.Fatalf("%s: %d differences:\n%s", what, len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+// sourceTarball makes a tarball of a real source tree: the Go
+// distribution's src/net (about 440 files and directories).
+func sourceTarball(t *testing.T) (tarball, srcDir string) {
+	t.Helper()
+	testutil.NeedCmd(t, "tar")
+	goroot := runtime.GOROOT()
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		goroot = strings.TrimSpace(string(out))
+	}
+	srcDir = filepath.Join(goroot, "src", "net")
+	if _, err := os.Stat(srcDir); err != nil {
+		t.Skipf("no Go source tree at %s: %v", srcDir, err)
+	}
+	tarball = filepath.Join(t.TempDir(), "net.tar")
+	if out, err := exec.Command("tar", "-C", filepath.Dir(srcDir), "-cf", tarball, "net").CombinedOutput(); err != nil {
+		t.Fatalf("tar -c: %v: %s", err, out)
+	}
+	return tarball, srcDir
+}
+
+// testUntarRemount untars a real source tree through the FUSE mount,
+// checks every file against the source, unmounts, mounts again with a new
+// client and checks again, and checks the server's disk.
+func testUntarRemount(t *testing.T, tg *target) {
+	tarball, srcDir := sourceTarball(t)
+	want := treeSums(t, srcDir)
+	mnt, unmount := mountFUSE(t, tg, nfstree.Options{})
+	bucket := filepath.Join(mnt, "untar")
+	if err := os.Mkdir(bucket, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out, err := exec.Command("tar", "-C", bucket, "-xf", tarball).CombinedOutput(); err != nil {
+		t.Fatalf("tar -x through FUSE: %v: %s", err, out)
+	}
+	t.Logf("%s: untar of %d entries took %v", tg.Name, len(want), time.Since(start))
+	diffSums(t, "after untar", want, treeSums(t, filepath.Join(bucket, "net")))
+	unmount()
+
+	mnt2, unmount2 := mountFUSE(t, tg, nfstree.Options{})
+	diffSums(t, "after remount", want, treeSums(t, filepath.Join(mnt2, "untar", "net")))
+	diffSums(t, "on the server's disk", want, treeSums(t, filepath.Join(tg.Dir, "untar", "net")))
+	if out, err := exec.Command("rm", "-rf", filepath.Join(mnt2, "untar")).CombinedOutput(); err != nil {
+		t.Fatalf("rm -rf through FUSE: %v: %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(tg.Dir, "untar")); !os.IsNotExist(err) {
+		t.Fatalf("tree still on the server after rm -rf: %v", err)
+	}
+	unmount2()
+}
+
+// testPostmark runs PostMark (500 files, 2000 transactions) in the mount.
+func testPostmark(t *testing.T, tg *target) {
+	pm := testutil.NeedCmd(t, "postmark")
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{})
+	work := filepath.Join(mnt, "postmark")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "pm.cfg")
+	cfg := fmt.Sprintf("set location %s\nset number 500\nset transactions 2000\nset size 500 10000\nset subdirectories 5\nset seed 42\nrun\nquit\n", work)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(pm, cfgFile)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("postmark: %v\n%s", err, out.String())
+	}
+	o := out.String()
+	t.Logf("%s: postmark took %v", tg.Name, time.Since(start))
+	for _, want := range []string{"Creating files...Done", "Performing transactions", "Deleting files...Done", "transactions (", "created ("} {
+		if !strings.Contains(o, want) {
+			t.Fatalf("postmark output lacks %q:\n%s", want, o)
+		}
+	}
+	if strings.Contains(strings.ToLower(o), "error") {
+		t.Fatalf("postmark reported errors:\n%s", o)
+	}
+	// PostMark deletes everything it made; nothing may be left on the server.
+	ents, err := os.ReadDir(filepath.Join(tg.Dir, "postmark"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		sub, _ := os.ReadDir(filepath.Join(tg.Dir, "postmark", e.Name()))
+		if !e.IsDir() || len(sub) != 0 {
+			t.Fatalf("postmark left %s (%d entries) on the server", e.Name(), len(sub))
+		}
+	}
+	for _, line := range strings.Split(o, "\n") {
+		if strings.Contains(line, "transactions (") || strings.Contains(line, "Time:") || strings.Contains(line, "megabytes") {
+			t.Logf("postmark: %s", strings.TrimSpace(line))
+		}
+	}
+}
+
+// testAccessForms writes through the three access forms and checks what
+// the server stored, plus metadata operations through the kernel.
+func testAccessForms(t *testing.T, tg *target) {
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{})
+	b := filepath.Join(mnt, "forms")
+	if err := os.Mkdir(b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(t, 3<<20+17)
+	for _, form := range []struct {
+		name  string
+		flags int
+	}{{"default", 0}, {"sync", syscall.O_SYNC}, {"dsync", syscall.O_DSYNC}, {"direct", syscall.O_DIRECT}} {
+		p := filepath.Join(b, form.name)
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|form.flags, 0o644)
+		if err != nil {
+			t.Fatalf("%s: open: %v", form.name, err)
+		}
+		// O_DIRECT needs aligned buffers and sizes on most file systems;
+		// FUSE direct_io does not, which is part of what is tested.
+		for off := 0; off < len(data); off += 256 << 10 {
+			if _, err := f.Write(data[off:min(off+256<<10, len(data))]); err != nil {
+				t.Fatalf("%s: write: %v", form.name, err)
+			}
+		}
+		if form.name != "default" {
+			// Write-through forms: on the server before close.
+			disk, err := os.ReadFile(filepath.Join(tg.Dir, "forms", form.name))
+			if err != nil || !bytes.Equal(disk, data) {
+				t.Fatalf("%s: server has %d bytes before close (%v), want all %d", form.name, len(disk), err, len(data))
+			}
+		} else if err := f.Sync(); err != nil {
+			t.Fatalf("fsync: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatalf("%s: close: %v", form.name, err)
+		}
+		disk, err := os.ReadFile(filepath.Join(tg.Dir, "forms", form.name))
+		if err != nil || !bytes.Equal(disk, data) {
+			t.Fatalf("%s: server has %d bytes after close (%v), want %d", form.name, len(disk), err, len(data))
+		}
+		back, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("%s: read back through FUSE: %d bytes, %v", form.name, len(back), err)
+		}
+	}
+	// Default form: size is right while data is still buffered.
+	p := filepath.Join(b, "buffered")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data[:100000]); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Size() != 100000 {
+		t.Fatalf("stat while buffered: %v %v", fi, err)
+	}
+	f.Close()
+
+	// Metadata through the kernel.
+	if err := os.Symlink("default", filepath.Join(b, "ln")); err != nil {
+		t.Fatal(err)
+	}
+	if tgt, err := os.Readlink(filepath.Join(b, "ln")); err != nil || tgt != "default" {
+		t.Fatalf("readlink %q %v", tgt, err)
+	}
+	if err := os.Link(filepath.Join(b, "sync"), filepath.Join(b, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(b, "hard"), &st); err != nil || st.Nlink != 2 {
+		t.Fatalf("hard link nlink %d %v", st.Nlink, err)
+	}
+	if err := os.Rename(filepath.Join(b, "hard"), filepath.Join(mnt, "hard-moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(b, "direct"), 1000); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(tg.Dir, "forms", "direct")); err != nil || fi.Size() != 1000 {
+		t.Fatalf("truncate not on server: %v %v", fi, err)
+	}
+	if err := os.Chmod(filepath.Join(b, "default"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(tg.Dir, "forms", "default")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("chmod not on server: %v %v", fi, err)
+	}
+	err = os.Remove(b)
+	if !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a non-empty dir: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(b, "nope")); !os.IsNotExist(err) {
+		t.Fatalf("stat of a missing file: %v", err)
+	}
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &sfs); err != nil || sfs.Blocks == 0 {
+		t.Fatalf("statfs: %+v %v", sfs, err)
+	}
+	ents, err := os.ReadDir(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != "buffered,default,direct,dsync,ln,sync" {
+		t.Fatalf("readdir: %s", got)
+	}
+	if err := os.RemoveAll(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = fuse.FOPEN_DIRECT_IO
+}
+
+func forEachTarget(t *testing.T, f func(t *testing.T, tg *target)) {
+	t.Run("tristore", func(t *testing.T) { f(t, startOurs(t, "")) })
+	t.Run("ganesha", func(t *testing.T) { f(t, ganeshaTarget(t)) })
+}
+
+func TestFUSEUntarRemount(t *testing.T) { forEachTarget(t, testUntarRemount) }
+func TestFUSEPostmark(t *testing.T)     { forEachTarget(t, testPostmark) }
+func TestFUSEAccessForms(t *testing.T)  { forEachTarget(t, testAccessForms) }
