@@ -4,6 +4,19 @@
 // per-installation key file, mode 0600) rather than hashed; they are never
 // logged.
 //
+// On disk (directory DATA/.tristore/iam, mode 0700; every file 0600):
+//
+//	master.key        32 random bytes, the AES-256-GCM key; losing it loses every secret
+//	users.json        users with their secrets encrypted (AAD = access key); replaced
+//	                  atomically (temp file, fsync, rename, fsync of the directory)
+//	root-credentials  the keys EnsureRoot generated on first start, so the operator can
+//	                  find them later (delete it once they are stored elsewhere)
+//	lock              flock(2) target: `serve` and `tristore user` may run at once
+//
+// A running server notices changes made by another process with one
+// stat(2) of users.json per lookup, so `tristore user add|remove` takes
+// effect on the next request.
+//
 // CONTRACT (used by `serve`, `tristore user` and frontend/s3):
 //
 //	func Open(dataDir string) (*Store, error)

@@ -23,6 +23,13 @@
 // payload hash, a chunk signature or a trailer checksum does not match, and
 // sets r.ContentLength to the decoded length when known. Failures are *Error
 // values carrying the S3 error code and HTTP status.
+//
+// Details the caller can rely on: for aws-chunked bodies Verify also removes
+// "aws-chunked" from Content-Encoding and sets Content-Length to the decoded
+// length; once the body has been read to io.EOF, r.Trailer holds the
+// verified trailing headers (e.g. X-Amz-Checksum-Crc32c). A request whose
+// body ends early fails with IncompleteBody. Credential scopes must name the
+// Verifier's region (AuthorizationHeaderMalformed otherwise).
 package sigv4
 
 import (
