@@ -155,6 +155,13 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 			c.err = err
 			return n, err
 		}
+		// All announced bytes are in: read the final chunk and trailer now
+		// so the verdict comes with the last data (callers that stop after
+		// the decoded length still see it).
+		if c.want >= 0 && c.total == c.want {
+			c.err = c.nextChunk()
+			return n, c.err
+		}
 	}
 	return n, nil
 }

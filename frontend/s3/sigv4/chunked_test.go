@@ -219,3 +219,27 @@ func TestCanonicalQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictWithLastByte: a caller that copies exactly the announced
+// length (io.CopyN) still learns about a bad checksum or hash.
+func TestVerdictWithLastByte(t *testing.T) {
+	v := NewVerifier(testCreds, testRegion)
+	v.Now = fixedClock(time.Now())
+	data := bytes.Repeat([]byte("x"), 5000)
+	r := streamReq(t, v, StreamingUnsignedTrail, len(data), "x-amz-checksum-crc32c", func(b *streamBuilder) {
+		b.chunk(data)
+		b.chunk(nil)
+		b.trailer("x-amz-checksum-crc32c:" + crc32c([]byte("other")))
+	})
+	if _, err := v.Verify(r); err != nil {
+		t.Fatal(err)
+	}
+	_, err := io.CopyN(io.Discard, r.Body, int64(len(data)))
+	wantCode(t, err, "BadDigest")
+
+	r = httptest.NewRequest("PUT", "http://127.0.0.1/b/k", bytes.NewReader(data))
+	r.Header.Set("X-Amz-Content-Sha256", strings.Repeat("0", 64))
+	r.Body = newHashReader(r.Body, strings.Repeat("0", 64), int64(len(data)))
+	_, err = io.CopyN(io.Discard, r.Body, int64(len(data)))
+	wantCode(t, err, "XAmzContentSHA256Mismatch")
+}

@@ -54,6 +54,12 @@ func (h *hashReader) Read(p []byte) (int, error) {
 	n, err := h.rc.Read(p)
 	h.h.Write(p[:n])
 	h.n += int64(n)
+	// With a known length, finish as soon as the last byte arrives so a
+	// caller that stops after Content-Length bytes (io.CopyN) still gets
+	// the verdict with them.
+	if err == nil && h.size >= 0 && h.n >= h.size {
+		err = io.EOF
+	}
 	if err == io.EOF {
 		switch {
 		case h.size >= 0 && h.n != h.size:
@@ -88,6 +94,9 @@ func (l *lengthReader) Read(p []byte) (int, error) {
 	}
 	n, err := l.rc.Read(p)
 	l.n += int64(n)
+	if err == nil && l.want >= 0 && l.n >= l.want {
+		err = io.EOF
+	}
 	if err == io.EOF {
 		if l.want >= 0 && l.n != l.want {
 			l.err = errIncomplete()
