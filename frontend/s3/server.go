@@ -222,6 +222,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw.Header().Set("x-amz-request-id", rc.id)
 	cw.Header().Set("x-amz-id-2", rc.id)
 	cw.Header().Set("Server", "tristore")
+	if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// net/http sends "100 Continue" only when a handler reads a
+		// non-empty body. botocore waits for it even on empty PUTs and
+		// otherwise stalls its next request on the connection until its
+		// read timeout, so answer the expectation ourselves.
+		w.WriteHeader(http.StatusContinue)
+	}
 	err := s.handle(cw, r, rc)
 	var ae *APIError
 	if err != nil {
