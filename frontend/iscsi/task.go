@@ -1,0 +1,356 @@
+package iscsi
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tristore/tristore/frontend/iscsi/scsi"
+	wire "github.com/tristore/tristore/proto/iscsi"
+)
+
+// task is one SCSI command from arrival to its status.
+//
+// Data-Out is copied into buf by the connection's reader goroutine (which
+// never blocks on a task); the task goroutine waits for each burst to be
+// complete, then runs the command. A command whose data never fully
+// arrives (connection dropped, abort, protocol error) is never executed,
+// so no partial write is ever applied.
+type task struct {
+	c         *conn
+	itt       uint32
+	lun       uint64
+	cmdSN     uint32
+	immediate bool
+	cdb       []byte
+	read      bool
+	write     bool
+	edtl      uint32
+	buf       []byte // data-out; nil when the data is to be discarded
+
+	immLen      uint32 // immediate data bytes
+	unsolWant   uint32 // unsolicited Data-Out bytes expected after the command
+	unsolGot    uint32
+	unsolDataSN uint32
+	unsolDone   chan struct{}
+
+	mu      sync.Mutex
+	bursts  map[uint32]*burst // solicited bursts by TTT
+	r2tSN   uint32
+	dataSNs uint32 // R2T + Data-In PDUs sent (ExpDataSN in the response)
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	aborted atomic.Bool
+	done    chan struct{}
+}
+
+// burst is the data solicited by one R2T.
+type burst struct {
+	off, length uint32
+	got         uint32
+	dataSN      uint32
+	done        chan struct{}
+}
+
+// scsiCommand handles a SCSI Command PDU on the reader goroutine.
+func (c *conn) scsiCommand(p *wire.PDU) error {
+	s := c.sess
+	prm := &c.params
+	imm := uint32(len(p.Data))
+	switch {
+	case imm > 0 && !p.Write,
+		imm > p.ExpectedDataLength,
+		imm > 0 && !prm.ImmediateData,
+		imm > uint32(prm.FirstBurstLength),
+		p.Write && !p.Final && prm.InitialR2T,
+		!p.Final && !p.Write:
+		return c.reject(p, wire.RejectProtocolError)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	t := &task{c: c, itt: p.ITT, lun: p.LUN, cmdSN: p.CmdSN, immediate: p.Immediate, cdb: p.CDB,
+		read: p.Read, write: p.Write, edtl: p.ExpectedDataLength, immLen: imm,
+		bursts: map[uint32]*burst{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), unsolDone: make(chan struct{})}
+	if p.Write && p.ExpectedDataLength > 0 {
+		if p.ExpectedDataLength <= maxTransfer {
+			t.buf = make([]byte, p.ExpectedDataLength)
+			copy(t.buf, p.Data)
+		}
+		if !p.Final {
+			first := min(uint32(prm.FirstBurstLength), p.ExpectedDataLength)
+			if first > imm {
+				t.unsolWant = first - imm
+			}
+		}
+	}
+	if t.unsolWant == 0 {
+		close(t.unsolDone)
+	}
+	if !s.addTask(t) {
+		cancel()
+		return c.reject(p, wire.RejectTaskInProgress)
+	}
+	c.tasksMu.Lock()
+	c.tasks[t.itt] = t
+	c.tasksMu.Unlock()
+	c.taskWG.Add(1)
+	accepted := s.order(p.CmdSN, p.Immediate, func() {
+		s.begin()
+		go t.run()
+	})
+	if !accepted {
+		// Outside the command window: silently ignored (RFC 7143 §4.2.2.1).
+		c.unregister(t)
+		cancel()
+		c.taskWG.Done()
+	}
+	return nil
+}
+
+func (c *conn) unregister(t *task) {
+	c.tasksMu.Lock()
+	if c.tasks[t.itt] == t {
+		delete(c.tasks, t.itt)
+	}
+	c.tasksMu.Unlock()
+	c.sess.removeTask(t)
+}
+
+func (c *conn) allTasks() []*task {
+	c.tasksMu.Lock()
+	defer c.tasksMu.Unlock()
+	out := make([]*task, 0, len(c.tasks))
+	for _, t := range c.tasks {
+		out = append(out, t)
+	}
+	return out
+}
+
+// dataOut routes a Data-Out PDU into its task's buffer (reader goroutine).
+// Inconsistent offsets, lengths or DataSNs are protocol errors: at ERL 0
+// the connection is dropped and the command is never executed.
+func (c *conn) dataOut(p *wire.PDU) error {
+	c.tasksMu.Lock()
+	t := c.tasks[p.ITT]
+	c.tasksMu.Unlock()
+	if t == nil || !t.write {
+		// Data for a command that already ended (aborted, or answered
+		// early with an error): discard it.
+		return nil
+	}
+	n := uint32(len(p.Data))
+	off := p.BufferOffset
+	if uint64(off)+uint64(n) > uint64(t.edtl) {
+		c.reject(p, wire.RejectProtocolError)
+		return errDrop
+	}
+	if p.TTT == wire.ReservedTag {
+		if t.unsolGot+n > t.unsolWant || off != t.immLen+t.unsolGot || p.DataSN != t.unsolDataSN {
+			c.reject(p, wire.RejectProtocolError)
+			return errDrop
+		}
+		if t.buf != nil {
+			copy(t.buf[off:], p.Data)
+		}
+		t.unsolGot += n
+		t.unsolDataSN++
+		if p.Final {
+			if t.unsolGot != t.unsolWant {
+				c.reject(p, wire.RejectProtocolError)
+				return errDrop
+			}
+			close(t.unsolDone)
+		}
+		return nil
+	}
+	t.mu.Lock()
+	b := t.bursts[p.TTT]
+	t.mu.Unlock()
+	if b == nil {
+		c.reject(p, wire.RejectInvalidPDUField)
+		return errDrop
+	}
+	if off != b.off+b.got || b.got+n > b.length || p.DataSN != b.dataSN {
+		c.reject(p, wire.RejectProtocolError)
+		return errDrop
+	}
+	if t.buf != nil {
+		copy(t.buf[off:], p.Data)
+	}
+	b.got += n
+	b.dataSN++
+	if p.Final {
+		if b.got != b.length {
+			c.reject(p, wire.RejectProtocolError)
+			return errDrop
+		}
+		t.mu.Lock()
+		delete(t.bursts, p.TTT)
+		t.mu.Unlock()
+		close(b.done)
+	}
+	return nil
+}
+
+func (c *conn) newTTT() uint32 {
+	for {
+		v := c.nextTTT.Add(1) & 0x7fffffff // ping TTTs have the top bit set
+		if v != 0 {
+			return v
+		}
+	}
+}
+
+// run executes the task: collect data-out, execute, answer.
+func (t *task) run() {
+	c, s := t.c, t.c.sess
+	defer func() {
+		t.cancel()
+		close(t.done)
+		c.taskWG.Done()
+	}()
+	if t.write && t.edtl > 0 && !t.collect() {
+		c.unregister(t)
+		s.end()
+		return
+	}
+	resp := t.execute()
+	c.unregister(t)
+	s.end()
+	if t.aborted.Load() || t.ctx.Err() != nil {
+		return // aborted tasks get no response (the TMF answers for them)
+	}
+	t.respond(resp)
+}
+
+// collect waits for the unsolicited data and solicits the rest with R2Ts,
+// up to MaxOutstandingR2T at a time. It returns false if the task was
+// aborted or the connection ended first.
+func (t *task) collect() bool {
+	c := t.c
+	select {
+	case <-t.unsolDone:
+	case <-t.ctx.Done():
+		return false
+	}
+	next := t.immLen + t.unsolWant
+	maxOut := max(1, c.params.MaxOutstandingR2T)
+	maxBurst := uint32(max(512, c.params.MaxBurstLength))
+	var queue []*burst
+	for next < t.edtl || len(queue) > 0 {
+		for len(queue) < maxOut && next < t.edtl {
+			l := min(maxBurst, t.edtl-next)
+			ttt := c.newTTT()
+			b := &burst{off: next, length: l, done: make(chan struct{})}
+			t.mu.Lock()
+			t.bursts[ttt] = b
+			sn := t.r2tSN
+			t.r2tSN++
+			t.dataSNs++
+			t.mu.Unlock()
+			r2t := &wire.PDU{Opcode: wire.OpR2T, Final: true, LUN: t.lun, ITT: t.itt, TTT: ttt,
+				DataSN: sn, BufferOffset: next, ExpectedDataLength: l}
+			if err := c.send(r2t, false); err != nil {
+				return false
+			}
+			queue = append(queue, b)
+			next += l
+		}
+		select {
+		case <-queue[0].done:
+			queue = queue[1:]
+		case <-t.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// execute runs the CDB on the LU, handling LUNs that do not exist.
+func (t *task) execute() *scsi.Response {
+	s := t.c.sess
+	req := &scsi.Request{CDB: t.cdb, ExpectedLen: t.edtl, Nexus: s.nexus}
+	if t.write {
+		req.DataOut = t.buf
+		if t.buf == nil && t.edtl > 0 {
+			return scsi.TooLarge()
+		}
+	}
+	if wire.LUNFromField(t.lun) != 0 {
+		return scsi.NoSuchLUN(req)
+	}
+	return s.tgt.lu.Execute(t.ctx, req)
+}
+
+// respond sends Data-In (if any) and the status. Status rides in the last
+// Data-In PDU when the command succeeded without sense data (RFC 7143
+// §11.7.4); otherwise a SCSI Response follows.
+func (t *task) respond(r *scsi.Response) {
+	c := t.c
+	data := r.DataIn
+	var overflow, underflow bool
+	var residual uint32
+	if len(data) > 0 || t.read {
+		if uint64(len(data)) > uint64(t.edtl) {
+			overflow, residual = true, uint32(len(data))-t.edtl
+			data = data[:t.edtl]
+		} else if uint32(len(data)) < t.edtl {
+			underflow, residual = true, t.edtl-uint32(len(data))
+		}
+	} else if r.DataOutLen >= 0 {
+		if r.DataOutLen > int64(t.edtl) {
+			overflow, residual = true, uint32(min(r.DataOutLen-int64(t.edtl), 0xffffffff))
+		} else if r.DataOutLen < int64(t.edtl) {
+			underflow, residual = true, t.edtl-uint32(r.DataOutLen)
+		}
+	} else if t.edtl > 0 {
+		underflow, residual = true, t.edtl
+	}
+	statusInData := r.Status == wire.StatusGood && len(r.Sense) == 0 && len(data) > 0
+	if len(data) > 0 {
+		seg := max(512, c.params.MaxRecvDataSegmentLengthPeer)
+		burst := max(seg, c.params.MaxBurstLength)
+		var dataSN uint32
+		for off := 0; off < len(data); {
+			n := min(seg, len(data)-off)
+			// A sequence (between F bits) may not exceed MaxBurstLength.
+			inBurst := off % burst
+			n = min(n, burst-inBurst)
+			last := off+n == len(data)
+			p := &wire.PDU{Opcode: wire.OpDataIn, LUN: t.lun, ITT: t.itt, TTT: wire.ReservedTag,
+				DataSN: dataSN, BufferOffset: uint32(off), Data: data[off : off+n]}
+			p.Final = last || (off+n)%burst == 0
+			if last && statusInData {
+				p.StatusPresent = true
+				p.Status = r.Status
+				p.ResidualOverflow, p.ResidualUnderflow, p.ResidualCount = overflow, underflow, residual
+			}
+			if err := c.send(p, p.StatusPresent); err != nil {
+				return
+			}
+			dataSN++
+			off += n
+		}
+		t.mu.Lock()
+		t.dataSNs += dataSN
+		t.mu.Unlock()
+		if statusInData {
+			return
+		}
+	}
+	resp := &wire.PDU{Opcode: wire.OpSCSIResponse, Final: true, ITT: t.itt, Response: wire.RespCompleted,
+		Status: r.Status, ResidualOverflow: overflow, ResidualUnderflow: underflow, ResidualCount: residual}
+	t.mu.Lock()
+	resp.DataSN = t.dataSNs
+	t.mu.Unlock()
+	if len(r.Sense) > 0 {
+		resp.Data = wire.SenseSegment(r.Sense)
+	}
+	c.send(resp, true)
+}
+
+// abort stops a task; it will send no response.
+func (t *task) abort() {
+	t.aborted.Store(true)
+	t.cancel()
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tristore/tristore/frontend"
+	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
+	wire "github.com/tristore/tristore/proto/iscsi"
+)
+
+// The iSCSI front end: every volume (see `tristore volume`) is LUN 0 of
+// the target iqn.2026-11.io.tristore:BUCKET:NAME, on 127.0.0.1:3260 by
+// default. CHAP: --iscsi-chap-user/secret make one-way CHAP mandatory;
+// --iscsi-chap-mutual-user/secret are what the target answers with when an
+// initiator asks for mutual CHAP; --iscsi-chap-file sets them per target.
+func init() {
+	registerFrontend(frontendSpec{
+		Name:        "iscsi",
+		DefaultAddr: "127.0.0.1:3260",
+		Help:        "iSCSI target listen address (\"off\" to disable); each volume is LUN 0 of iqn.2026-11.io.tristore:BUCKET:NAME",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.String("iscsi-chap-user", "", "require one-way CHAP: the user name initiators must log in with")
+			fs.String("iscsi-chap-secret", "", "require one-way CHAP: the initiators' secret (env TRISTORE_ISCSI_CHAP_SECRET)")
+			fs.String("iscsi-chap-mutual-user", "", "mutual CHAP: the user name the target answers with")
+			fs.String("iscsi-chap-mutual-secret", "", "mutual CHAP: the target's secret")
+			fs.String("iscsi-chap-file", "", "per-target CHAP file: lines \"IQN USER SECRET [MUTUAL-USER MUTUAL-SECRET]\" (\"*\" = default)")
+			fs.Int("iscsi-queue-depth", 128, "commands in flight per session (CmdSN window)")
+			fs.Int("iscsi-max-recv-data-segment", 256<<10, "MaxRecvDataSegmentLength the target declares (bytes)")
+			fs.Int("iscsi-max-burst", 1<<20, "MaxBurstLength the target offers (bytes)")
+			fs.Duration("iscsi-nop-interval", 30*time.Second, "ping idle connections with NOP-In this often (0 disables)")
+		},
+		Build: buildISCSI,
+	})
+}
+
+// VolumeIQN is the target name of a volume (for `tristore volume` output).
+func VolumeIQN(bucket, name string) string { return iscsitgt.TargetName(bucket, name) }
+
+func buildISCSI(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
+	chap := iscsitgt.CHAPConfig{
+		Initiator: wire.CHAPCredentials{User: cfg.GetString("iscsi-chap-user"), Secret: cfg.GetString("iscsi-chap-secret")},
+		Target:    wire.CHAPCredentials{User: cfg.GetString("iscsi-chap-mutual-user"), Secret: cfg.GetString("iscsi-chap-mutual-secret")},
+	}
+	if chap.Initiator.Set() != (chap.Initiator.Secret != "") {
+		return nil, fmt.Errorf("--iscsi-chap-user and --iscsi-chap-secret go together")
+	}
+	if chap.Target.Set() != (chap.Target.Secret != "") {
+		return nil, fmt.Errorf("--iscsi-chap-mutual-user and --iscsi-chap-mutual-secret go together")
+	}
+	var per map[string]iscsitgt.CHAPConfig
+	if f := cfg.GetString("iscsi-chap-file"); f != "" {
+		var err error
+		if per, err = iscsitgt.LoadCHAPFile(f); err != nil {
+			return nil, err
+		}
+	}
+	return iscsitgt.New(iscsitgt.Config{
+		Store:                    env.Store,
+		Log:                      env.Log,
+		CHAP:                     chap,
+		PerTarget:                per,
+		QueueDepth:               cfg.GetInt("iscsi-queue-depth"),
+		MaxRecvDataSegmentLength: cfg.GetInt("iscsi-max-recv-data-segment"),
+		MaxBurstLength:           cfg.GetInt("iscsi-max-burst"),
+		NopInterval:              cfg.GetDuration("iscsi-nop-interval"),
+	})
+}

@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tristore/tristore/blockdev/filelun"
+	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/posix"
+)
+
+func init() { addCommand(newVolumeCmd) }
+
+// newVolumeCmd is `tristore volume create|list|resize|delete`. A volume is a
+// sparse file object registered in its bucket (see blockdev/filelun); a
+// running `tristore serve` exposes each one as LUN 0 of the iSCSI target
+// iqn.2026-11.io.tristore:BUCKET:NAME.
+func newVolumeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "volume",
+		Short: "Manage block volumes (sparse file objects served as iSCSI LUNs)",
+		Long: `volume manages block volumes. A volume BUCKET/NAME is the object NAME in
+BUCKET, a sparse file of the volume's size, so it can also be read over S3 or
+NFS. "tristore serve" exposes it as LUN 0 of the iSCSI target
+iqn.2026-11.io.tristore:BUCKET:NAME (see "tristore serve --help").
+
+Sizes take binary suffixes: 4096, 512M, 1G, 2T. Names use a-z, 0-9 and '-'.
+Growing a volume is allowed while it is served (initiators get a CAPACITY
+DATA HAS CHANGED unit attention); shrinking or deleting a served volume is
+refused.`,
+	}
+	cmd.PersistentFlags().String("data", defaultDataDir(), "data directory (the same as for serve)")
+
+	create := &cobra.Command{
+		Use:   "create BUCKET/NAME SIZE",
+		Short: "Create a sparse volume (the bucket is created if missing)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openVolumeStore()
+			if err != nil {
+				return err
+			}
+			b, n, err := filelun.ParseRef(args[0])
+			if err != nil {
+				return err
+			}
+			size, err := filelun.ParseSize(args[1])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if _, err := st.StatBucket(ctx, b); errors.Is(err, store.ErrNoSuchBucket) {
+				if err := st.CreateBucket(ctx, b, ""); err != nil && !errors.Is(err, store.ErrBucketExists) {
+					return fmt.Errorf("volume create: bucket %s: %w", b, err)
+				}
+			} else if err != nil {
+				return fmt.Errorf("volume create: bucket %s: %w", b, err)
+			}
+			in, err := filelun.Create(ctx, st, b, n, size)
+			if err != nil {
+				return fmt.Errorf("volume create: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s/%s: %d bytes, iSCSI target %s LUN 0\n", in.Bucket, in.Name, in.Size, VolumeIQN(in.Bucket, in.Name))
+			return nil
+		},
+	}
+
+	list := &cobra.Command{
+		Use:   "list [BUCKET]",
+		Short: "List volumes: bucket, name, size, allocated bytes, target name",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openVolumeStore()
+			if err != nil {
+				return err
+			}
+			bucket := ""
+			if len(args) == 1 {
+				bucket = args[0]
+			}
+			vs, err := filelun.List(cmd.Context(), st, bucket)
+			if err != nil {
+				return fmt.Errorf("volume list: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			if j, _ := cmd.Flags().GetBool("json"); j {
+				type row struct {
+					filelun.Info
+					IQN string `json:"iqn"`
+				}
+				rows := []row{}
+				for _, v := range vs {
+					rows = append(rows, row{v, VolumeIQN(v.Bucket, v.Name)})
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "BUCKET\tNAME\tSIZE\tALLOCATED\tTARGET")
+			for _, v := range vs {
+				alloc := "-"
+				if v.Allocated >= 0 {
+					alloc = fmt.Sprint(v.Allocated)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", v.Bucket, v.Name, v.Size, alloc, VolumeIQN(v.Bucket, v.Name))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().Bool("json", false, "print JSON instead of a table")
+
+	resize := &cobra.Command{
+		Use:   "resize BUCKET/NAME SIZE",
+		Short: "Grow (also while served) or shrink (only when not served) a volume",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openVolumeStore()
+			if err != nil {
+				return err
+			}
+			b, n, err := filelun.ParseRef(args[0])
+			if err != nil {
+				return err
+			}
+			size, err := filelun.ParseSize(args[1])
+			if err != nil {
+				return err
+			}
+			in, err := filelun.Resize(cmd.Context(), st, b, n, size)
+			if err != nil {
+				return fmt.Errorf("volume resize: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "resized %s/%s to %d bytes\n", in.Bucket, in.Name, in.Size)
+			return nil
+		},
+	}
+
+	del := &cobra.Command{
+		Use:   "delete BUCKET/NAME",
+		Short: "Delete a volume and its data (refused while served)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openVolumeStore()
+			if err != nil {
+				return err
+			}
+			b, n, err := filelun.ParseRef(args[0])
+			if err != nil {
+				return err
+			}
+			if err := filelun.Delete(cmd.Context(), st, b, n); err != nil {
+				return fmt.Errorf("volume delete: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s/%s\n", b, n)
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, resize, del)
+	return cmd
+}
+
+func openVolumeStore() (filelun.Store, error) {
+	b, err := posix.Open(cfg.GetString("data"), posix.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("opening store at %s: %w", cfg.GetString("data"), err)
+	}
+	return filelun.AsStore(b)
+}
