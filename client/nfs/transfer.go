@@ -140,8 +140,15 @@ func (c *Client) ReadFile(ctx context.Context, fh FH) ([]byte, error) {
 // FileSync or DataSync every WRITE is stable when acknowledged; with
 // Unstable the data is sent UNSTABLE and then committed (and resent if the
 // server restarted in between), so either way it is stable on return.
+// Data that fits in one WRITE is sent FILE_SYNC instead of UNSTABLE+COMMIT.
 func (c *Client) WriteFile(ctx context.Context, fh FH, data []byte, how Stable) error {
-	if how != Unstable {
+	if how != Unstable || len(data) <= int(c.Wsize()) {
+		// One WRITE is enough: make it FILE_SYNC and skip the COMMIT round
+		// trip, as the Linux client does when everything fits in one
+		// request (FLUSH_COND_STABLE).
+		if how == Unstable {
+			how = FileSync
+		}
 		return c.writeStable(ctx, fh, data, 0, how)
 	}
 	u := NewUnstable(c, fh)

@@ -169,10 +169,8 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 	}
 	if len(h.buf) == 0 {
+		// append grows the buffer as needed: small files stay small.
 		h.bufO = uint64(off)
-		if h.buf == nil {
-			h.buf = make([]byte, 0, h.n.fsys.opts.WriteBehind)
-		}
 	}
 	h.buf = append(h.buf, data...)
 	if len(h.buf) >= h.n.fsys.opts.WriteBehind {
@@ -238,10 +236,19 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 	if h.un == nil {
 		return 0
 	}
-	if e := h.sendLocked(ctx); e != 0 {
+	wrote := h.un.Pending() > 0 || len(h.buf) > 0
+	if h.un.Pending() == 0 && len(h.buf) > 0 && len(h.buf) <= int(h.n.fsys.c.Wsize()) {
+		// Everything fits in one WRITE: send it FILE_SYNC and skip the
+		// COMMIT (the Linux client's FLUSH_COND_STABLE).
+		data, off := h.buf, h.bufO
+		h.buf = h.buf[:0]
+		if err := h.writeStable(ctx, h.n.handle(), off, data, nfs.FileSync); err != nil {
+			h.err = errno(err)
+			return h.err
+		}
+	} else if e := h.sendLocked(ctx); e != 0 {
 		return e
 	}
-	wrote := h.un.Pending() > 0
 	if err := h.un.Commit(ctx); err != nil {
 		h.err = errno(err)
 		return h.err
