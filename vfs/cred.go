@@ -18,7 +18,8 @@ var (
 // thread. If the identity cannot be restored the thread is not unlocked, so
 // the Go runtime retires it when the goroutine exits instead of reusing it.
 func (fs *FS) as(c Cred, fn func() error) error {
-	if !fs.switchID {
+	if !fs.switchID || (c.UID == 0 && c.GID == 0 && len(c.Groups) == 0) {
+		// Not root (nothing to switch) or the caller is root itself.
 		return fn()
 	}
 	baseGroupsOnce.Do(func() { baseGroups, _ = unix.Getgroups() })

@@ -110,12 +110,16 @@ func generation(dirfd int, name string, st *unix.Stat_t) uint32 {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return 0
 	}
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if name == "" {
-		name = "."
+		// dirfd is the object itself (possibly O_PATH): reopen it through /proc.
+		name = "/proc/self/fd/" + strconv.Itoa(dirfd)
+	} else {
+		flags |= unix.O_NOFOLLOW
 	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOATIME, 0)
+	fd, err := unix.Openat(dirfd, name, flags|unix.O_NOATIME, 0)
 	if err != nil {
-		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dirfd, name, flags, 0)
 		if err != nil {
 			return 0
 		}

@@ -77,6 +77,7 @@ type Server struct {
 	closed   bool
 	mounts   map[mountKey]struct{}
 	port     uint32 // TCP port of the main listener (for GETPORT)
+	pmapAddr net.Addr
 	handlers sync.WaitGroup
 }
 
@@ -149,6 +150,13 @@ func (s *Server) closeExports() {
 // Name implements frontend.Server.
 func (s *Server) Name() string { return "nfs" }
 
+// PortmapAddr is the portmapper's listening address once Serve runs (nil if off).
+func (s *Server) PortmapAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pmapAddr
+}
+
 // WriteVerifier returns the current write verifier (tests compare it across restarts).
 func (s *Server) WriteVerifier() [8]byte { return s.verf }
 
@@ -174,6 +182,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("nfs: portmapper listen %s: %w", s.opts.PortmapAddr, err)
 		}
 		s.lns = append(s.lns, pln)
+		s.pmapAddr = pln.Addr()
 		s.log.Info("listening", "protocol", "portmap", "addr", pln.Addr().String())
 	}
 	s.mu.Unlock()

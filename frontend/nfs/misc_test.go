@@ -1,0 +1,132 @@
+package nfs
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/proto/nfs3"
+	"github.com/tristore/tristore/proto/sunrpc"
+)
+
+func TestPortmapGetport(t *testing.T) {
+	s, err := New(Options{DataDir: t.TempDir(), PortmapAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); s.Close(); <-done }()
+	var pm net.Addr
+	for i := 0; i < 500 && pm == nil; i++ {
+		pm = s.PortmapAddr()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pm == nil {
+		t.Fatal("portmapper did not start")
+	}
+	port := uint32(ln.Addr().(*net.TCPAddr).Port)
+	for _, addr := range []string{pm.String(), ln.Addr().String()} {
+		c := dial(t, addr)
+		for _, tc := range []struct {
+			m    nfs3.Mapping
+			want uint32
+		}{
+			{nfs3.Mapping{Prog: nfs3.ProgNFS, Vers: 3, Prot: nfs3.PortmapProto}, port},
+			{nfs3.Mapping{Prog: nfs3.ProgMount, Vers: 3, Prot: nfs3.PortmapProto}, port},
+			{nfs3.Mapping{Prog: nfs3.ProgNFS, Vers: 4, Prot: nfs3.PortmapProto}, 0},
+			{nfs3.Mapping{Prog: nfs3.ProgNFS, Vers: 3, Prot: 17}, 0}, // UDP: not served
+		} {
+			var w sunrpc.Writer
+			tc.m.Encode(&w)
+			rep, r, err := c.raw(nfs3.ProgPortmap, nfs3.VersPortmap, nfs3.PortmapProcGetport, sunrpc.AuthNone(), w.Bytes())
+			if err != nil || rep.Err() != nil {
+				t.Fatalf("GETPORT: %v %v", err, rep.Err())
+			}
+			if got := r.Uint32(); got != tc.want {
+				t.Fatalf("GETPORT %+v on %s = %d, want %d", tc.m, addr, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestAllSquashAndMountList(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	_, addr := testServer(t, dir, "/=rw,all_squash,anonuid=3000,anongid=3001")
+	c := dial(t, addr).as(1000, 1000)
+	root := c.mount("/")
+	create(t, c, root, "sq")
+	fi, err := os.Stat(filepath.Join(dir, "sq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 3000 || st.Gid != 3001 {
+		t.Fatalf("all_squash file owned by %d:%d", st.Uid, st.Gid)
+	}
+	var dump nfs3.DumpRes
+	c.call(nfs3.ProgMount, 3, nfs3.MountProcDump, nil, &dump)
+	if len(dump.Mounts) != 1 || dump.Mounts[0].Dir != "/" || dump.Mounts[0].Host != "127.0.0.1" {
+		t.Fatalf("DUMP %+v", dump)
+	}
+	c.call(nfs3.ProgMount, 3, nfs3.MountProcUmnt, &nfs3.DirPath{Path: "/"}, nil)
+	c.call(nfs3.ProgMount, 3, nfs3.MountProcDump, nil, &dump)
+	if len(dump.Mounts) != 0 {
+		t.Fatalf("DUMP after UMNT %+v", dump)
+	}
+	c.mount("/")
+	c.call(nfs3.ProgMount, 3, nfs3.MountProcUmntall, nil, nil)
+	c.call(nfs3.ProgMount, 3, nfs3.MountProcDump, nil, &dump)
+	if len(dump.Mounts) != 0 {
+		t.Fatalf("DUMP after UMNTALL %+v", dump)
+	}
+	// Mounting a subdirectory of an export.
+	var mk nfs3.CreateRes
+	c.nfs(nfs3.ProcMkdir, &nfs3.MkdirArgs{Where: nfs3.DirOpArgs{Dir: root, Name: "subdir"}}, &mk)
+	mustOK(t, "MKDIR", mk.Status)
+	if fh := c.mount("/subdir"); string(fh) != string(mk.FH.FH) {
+		t.Fatal("MNT of a subdirectory returned another handle")
+	}
+}
+
+// TestNoSpace fills a tiny tmpfs and expects NFS3ERR_NOSPC, with the
+// server still serving afterwards.
+func TestNoSpace(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tristore-nfs-nospc", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	_, addr := testServer(t, dir)
+	c := dial(t, addr)
+	root := c.mount("/")
+	f := create(t, c, root, "big")
+	chunk := make([]byte, 64<<10)
+	var st nfs3.Status
+	for i := 0; i < 16; i++ {
+		var res nfs3.WriteRes
+		c.nfs(nfs3.ProcWrite, &nfs3.WriteArgs{FH: f, Offset: uint64(i) * uint64(len(chunk)), Count: uint32(len(chunk)), Stable: nfs3.FileSync, Data: chunk}, &res)
+		if st = res.Status; st != nfs3.OK {
+			if res.Wcc.After.Attr == nil {
+				t.Fatal("failed WRITE without wcc_data")
+			}
+			break
+		}
+	}
+	wantStatus(t, "WRITE to a full file system", st, nfs3.ErrNoSpc)
+	var ga nfs3.GetattrRes
+	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: f}, &ga)
+	mustOK(t, "GETATTR after NOSPC", ga.Status)
+}
