@@ -1,0 +1,115 @@
+package iscsi
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// DefaultPort is the IANA iSCSI port.
+const DefaultPort = 3260
+
+// Address is a parsed iscsi:// URL:
+//
+//	iscsi://[user[:secret]@]host[:port][/IQN[/LUN]][?options]
+//
+// The user info is one-way CHAP (the target checks the initiator). Query
+// options: target_user and target_secret for mutual CHAP (the initiator
+// checks the target too), header_digest / data_digest = crc32c|none, and
+// initiator = the initiator IQN. The form matches libiscsi's URLs, so the
+// same URL works with iscsi-ls, qemu-img and tristore.
+type Address struct {
+	Portal string // host:port
+	Target string // IQN; empty for discovery-only URLs
+	LUN    uint64
+	HasLUN bool
+
+	User, Secret             string
+	TargetUser, TargetSecret string
+	HeaderDigest, DataDigest bool
+	Initiator                string
+}
+
+// ParseURL parses an iscsi:// URL. It does not contact anything.
+func ParseURL(raw string) (*Address, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("iscsi: bad URL %q: %w", raw, err)
+	}
+	return FromURL(u)
+}
+
+// FromURL is ParseURL for an already parsed URL.
+func FromURL(u *url.URL) (*Address, error) {
+	if u.Scheme != "iscsi" {
+		return nil, fmt.Errorf("iscsi: URL %q: scheme must be iscsi://", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("iscsi: URL %q has no host", u.Redacted())
+	}
+	a := &Address{Portal: u.Host}
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		a.Portal = net.JoinHostPort(strings.Trim(u.Host, "[]"), strconv.Itoa(DefaultPort))
+	}
+	if u.User != nil {
+		a.User = u.User.Username()
+		a.Secret, _ = u.User.Password()
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("iscsi: URL %q: path must be /IQN[/LUN]", u.Redacted())
+	}
+	if parts[0] != "" {
+		a.Target = parts[0]
+	}
+	if len(parts) == 2 && parts[1] != "" {
+		n, err := strconv.ParseUint(parts[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("iscsi: URL %q: LUN %q is not a number", u.Redacted(), parts[1])
+		}
+		a.LUN, a.HasLUN = n, true
+	}
+	q := u.Query()
+	for k := range q {
+		switch k {
+		case "target_user", "target_secret", "header_digest", "data_digest", "initiator":
+		default:
+			return nil, fmt.Errorf("iscsi: URL %q: unknown option %q", u.Redacted(), k)
+		}
+	}
+	a.TargetUser, a.TargetSecret = q.Get("target_user"), q.Get("target_secret")
+	if (a.TargetUser != "") != (a.TargetSecret != "") {
+		return nil, fmt.Errorf("iscsi: URL %q: target_user and target_secret go together", u.Redacted())
+	}
+	if a.TargetUser != "" && a.User == "" {
+		return nil, fmt.Errorf("iscsi: URL %q: mutual CHAP needs user:secret@ too", u.Redacted())
+	}
+	for k, dst := range map[string]*bool{"header_digest": &a.HeaderDigest, "data_digest": &a.DataDigest} {
+		switch strings.ToLower(q.Get(k)) {
+		case "", "none":
+		case "crc32c":
+			*dst = true
+		default:
+			return nil, fmt.Errorf("iscsi: URL %q: %s must be crc32c or none", u.Redacted(), k)
+		}
+	}
+	a.Initiator = q.Get("initiator")
+	return a, nil
+}
+
+// String renders the address as a URL with the secrets removed.
+func (a *Address) String() string {
+	u := url.URL{Scheme: "iscsi", Host: a.Portal}
+	if a.User != "" {
+		u.User = url.User(a.User)
+	}
+	if a.Target != "" {
+		u.Path = "/" + a.Target
+		if a.HasLUN {
+			u.Path += "/" + strconv.FormatUint(a.LUN, 10)
+		}
+	}
+	return u.String()
+}
