@@ -52,7 +52,7 @@ func (b *streamBuilder) trailer(lines ...string) {
 }
 
 // streamReq makes a signed streaming request whose body build() writes.
-func streamReq(t *testing.T, v *Verifier, mode string, decoded int, trailerHdr string, build func(b *streamBuilder)) *http.Request {
+func streamReq(t testing.TB, v *Verifier, mode string, decoded int, trailerHdr string, build func(b *streamBuilder)) *http.Request {
 	t.Helper()
 	now := v.Now()
 	amzDate := now.UTC().Format(amzDateFormat)
