@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,6 +64,7 @@ type Backend struct {
 	uploadMu    sync.Mutex
 	uploadLocks map[string]*uploadLock
 
+	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -112,25 +114,74 @@ func Open(root string, opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("posix: creating %s: %w", d, err)
 		}
 	}
+	alone, err := b.lock()
+	if err != nil {
+		return nil, err
+	}
 	b.useXattr = !opts.NoXattr && b.probeXattr()
 	if !opts.NoXattr && !b.useXattr {
 		log.Warn("posix store: file system has no user xattrs; keeping metadata in sidecar files", "root", abs)
 	}
-	n, err := b.cleanup()
-	if err != nil {
-		return nil, fmt.Errorf("posix: start-up cleanup: %w", err)
-	}
-	if n > 0 {
-		log.Info("posix store: removed leftover temp files", "count", n)
+	if alone {
+		n, err := b.cleanup()
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("posix: start-up cleanup: %w", err)
+		}
+		if n > 0 {
+			log.Info("posix store: removed leftover temp files", "count", n)
+		}
+		if err := unix.Flock(int(b.lockFile.Fd()), unix.LOCK_SH); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("posix: lock: %w", err)
+		}
 	}
 	return b, nil
+}
+
+// lock takes DATA/.tristore/lock: exclusively when no other process has
+// the tree open (then temp files are leftovers of a crash and may be
+// removed), else shared, so that a second opener (`tristore volume ...`
+// next to a running server) never deletes a live PUT's temp file. It
+// reports whether the lock was exclusive; the caller downgrades it.
+func (b *Backend) lock() (bool, error) {
+	f, err := os.OpenFile(filepath.Join(b.sys, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return false, fmt.Errorf("posix: lock file: %w", err)
+	}
+	b.lockFile = f
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, unix.EWOULDBLOCK) {
+		f.Close()
+		return false, fmt.Errorf("posix: lock: %w", err)
+	}
+	// Another process has the tree open; it may be in its own start-up
+	// cleanup (exclusive) for a moment.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
+			b.log.Info("posix store: data tree is open in another process too; skipping temp-file cleanup", "root", b.root)
+			return false, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.Close()
+	return false, fmt.Errorf("posix: data tree %s is locked by another process: %w", b.root, err)
 }
 
 // Close releases the backend. Every operation returns before Close is
 // called by its owner; there is nothing buffered to flush because every
 // acknowledged write was already made durable.
 func (b *Backend) Close() error {
-	b.closeOnce.Do(func() { close(b.closed) })
+	b.closeOnce.Do(func() {
+		close(b.closed)
+		if b.lockFile != nil {
+			b.lockFile.Close() // releases the flock
+		}
+	})
 	return nil
 }
 

@@ -436,3 +436,39 @@ func TestPunchHoleFreesBlocks(t *testing.T) {
 		t.Fatalf("punch hole: size %d blocks %d -> %d", after.Size, before.Blocks, after.Blocks)
 	}
 }
+
+// TestSecondOpenKeepsLiveTempFiles: a second opener of a tree that is in
+// use (e.g. `tristore volume create` next to a running server) must not
+// remove the server's in-flight temp files; the first opener after the
+// last one closed does.
+func TestSecondOpenKeepsLiveTempFiles(t *testing.T) {
+	root := t.TempDir()
+	first, err := posix.Open(root, posix.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first.CreateBucket(ctx, "bkt", "")
+	live := filepath.Join(root, "bkt", ".tristore-tmp-live")
+	os.WriteFile(live, []byte("in flight"), 0o644)
+	second, err := posix.Open(root, posix.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("second Open removed a live temp file: %v", err)
+	}
+	if _, err := second.Put(ctx, "bkt", "k", strings.NewReader("x"), 1, store.ObjectMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	second.Close()
+	first.Close()
+	third, err := posix.Open(root, posix.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if _, err := os.Stat(live); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("leftover temp file not removed once the tree was free: %v", err)
+	}
+}
