@@ -22,6 +22,7 @@ type target struct {
 	Dir       string // exported directory on local disk
 	Dial      nfs.DialFunc
 	Mknod     bool
+	ns        string // network namespace the server lives in ("" = host)
 
 	// ours only
 	srv    *nfsserver.Server
@@ -92,7 +93,7 @@ func (tg *target) restart(t testing.TB) {
 
 func ganeshaTarget(t testing.TB) *target {
 	g := startGanesha(t, "")
-	return &target{Name: "ganesha", Addr: g.NFSAddr, MountAddr: g.MntAddr, Export: g.Export, Dir: g.Export, Dial: g.Dialer(), Mknod: true}
+	return &target{Name: "ganesha", Addr: g.NFSAddr, MountAddr: g.MntAddr, Export: g.Export, Dir: g.Export, Dial: g.Dialer(), Mknod: true, ns: g.NS}
 }
 
 // client dials and mounts tg; closed in t.Cleanup.
