@@ -1,0 +1,224 @@
+// Command s3load is the S3 PUT/GET load generator behind scripts/bench/s3.sh.
+// It drives any S3 endpoint with aws-sdk-go-v2 (unsigned payload, no
+// additional checksums, so the client spends the same small CPU on every
+// server) and reports, per (operation, object size, parallelism), the
+// request rate, throughput and latency percentiles.
+//
+// Each configuration first PUTs fresh keys for -duration, then GETs the
+// keys it wrote, round-robin, for -duration.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", "http://127.0.0.1:9000", "S3 endpoint URL")
+	ak := flag.String("access", os.Getenv("AWS_ACCESS_KEY_ID"), "access key")
+	sk := flag.String("secret", os.Getenv("AWS_SECRET_ACCESS_KEY"), "secret key")
+	bucket := flag.String("bucket", "bench", "bucket (created if missing)")
+	sizes := flag.String("sizes", "4KiB,4MiB", "object sizes (KiB/MiB suffixes)")
+	pars := flag.String("par", "1,16", "parallelism levels")
+	dur := flag.Duration("duration", 10*time.Second, "duration of each PUT and each GET phase")
+	label := flag.String("label", "server", "name of the server, first column of the output")
+	csvPath := flag.String("csv", "", "append result rows to this CSV file")
+	flag.Parse()
+	if err := run(*endpoint, *ak, *sk, *bucket, *sizes, *pars, *dur, *label, *csvPath); err != nil {
+		fmt.Fprintln(os.Stderr, "s3load:", err)
+		os.Exit(1)
+	}
+}
+
+func parseSize(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "KiB"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "KiB")
+	case strings.HasSuffix(s, "MiB"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "MiB")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
+}
+
+func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label, csvPath string) error {
+	if ak == "" || sk == "" {
+		return errors.New("set -access and -secret (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)")
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ak, sk, ""),
+		HTTPClient: &http.Client{Transport: tr}, RetryMaxAttempts: 1}
+	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware(st)
+		})
+	})
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || (ae.ErrorCode() != "BucketAlreadyOwnedByYou" && ae.ErrorCode() != "BucketAlreadyExists") {
+			return fmt.Errorf("create bucket: %w", err)
+		}
+	}
+	var csv io.Writer
+	if csvPath != "" {
+		f, err := os.OpenFile(csvPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		csv = f
+	}
+	for _, ss := range strings.Split(sizes, ",") {
+		size, err := parseSize(ss)
+		if err != nil {
+			return err
+		}
+		data := make([]byte, size)
+		rand.Read(data)
+		for _, ps := range strings.Split(pars, ",") {
+			par, err := strconv.Atoi(strings.TrimSpace(ps))
+			if err != nil || par < 1 {
+				return fmt.Errorf("bad parallelism %q", ps)
+			}
+			prefix := fmt.Sprintf("%s-p%d/", strings.TrimSpace(ss), par)
+			var mu sync.Mutex
+			var keys []string
+			put := phase(par, dur, func(w, i int) error {
+				k := fmt.Sprintf("%sw%02d/o%06d", prefix, w, i)
+				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &k, Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(size))})
+				if err == nil {
+					mu.Lock()
+					keys = append(keys, k)
+					mu.Unlock()
+				}
+				return err
+			})
+			report(csv, label, "PUT", ss, par, size, put)
+			if len(keys) == 0 {
+				return fmt.Errorf("no successful PUTs at size %s par %d: %v", ss, par, put.firstErr)
+			}
+			var next atomic.Int64
+			get := phase(par, dur, func(w, i int) error {
+				k := keys[int(next.Add(1))%len(keys)]
+				out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &k})
+				if err != nil {
+					return err
+				}
+				n, err := io.Copy(io.Discard, out.Body)
+				out.Body.Close()
+				if err == nil && n != int64(size) {
+					err = fmt.Errorf("GET %s: %d bytes, want %d", k, n, size)
+				}
+				return err
+			})
+			report(csv, label, "GET", ss, par, size, get)
+		}
+	}
+	return nil
+}
+
+type result struct {
+	ops, errs int
+	elapsed   time.Duration
+	lat       []time.Duration
+	firstErr  error
+}
+
+// phase runs op on par workers until dur has passed (each worker stops
+// after its current request), collecting latencies.
+func phase(par int, dur time.Duration, op func(worker, i int) error) result {
+	var mu sync.Mutex
+	var res result
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(dur)
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := 0
+			var first error
+			for i := 0; time.Now().Before(deadline) && i < 10_000_000; i++ {
+				t0 := time.Now()
+				if err := op(w, i); err != nil {
+					errs++
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errs += errs
+			if res.firstErr == nil {
+				res.firstErr = first
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.ops = len(res.lat)
+	return res
+}
+
+func report(csv io.Writer, label, op, sizeName string, par, size int, r result) {
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	pct := func(p float64) float64 {
+		if len(r.lat) == 0 {
+			return 0
+		}
+		return float64(r.lat[int(p*float64(len(r.lat)-1))].Microseconds()) / 1000
+	}
+	secs := r.elapsed.Seconds()
+	opsPerSec := float64(r.ops) / secs
+	mibs := opsPerSec * float64(size) / (1 << 20)
+	fmt.Printf("%-10s %-4s %-6s par=%-3d %9.1f op/s %9.2f MiB/s  p50 %7.2f ms  p99 %7.2f ms  errors %d\n",
+		label, op, sizeName, par, opsPerSec, mibs, pct(0.5), pct(0.99), r.errs)
+	if r.firstErr != nil {
+		fmt.Printf("           first error: %v\n", r.firstErr)
+	}
+	if csv != nil {
+		fmt.Fprintf(csv, "%s,%s,%s,%d,%.1f,%.2f,%.2f,%.2f,%d\n", label, op, sizeName, par, opsPerSec, mibs, pct(0.5), pct(0.99), r.errs)
+	}
+}
