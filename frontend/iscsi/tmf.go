@@ -44,14 +44,9 @@ func (c *conn) runTMF(p *wire.PDU) {
 		}
 		t := s.findTask(p.RefTaskTag)
 		if t == nil || t.lun != p.LUN {
-			// Not found: already completed (RefCmdSN before ExpCmdSN)
-			// counts as done; otherwise the task does not exist.
-			exp, _ := s.sn()
-			if t == nil && snLess(p.RefCmdSN, exp) {
-				resp.Response = wire.TMFRespComplete
-			} else {
-				resp.Response = wire.TMFRespNoTask
-			}
+			// Already completed (or never received): libiscsi and tgt
+			// expect "task does not exist" here.
+			resp.Response = wire.TMFRespNoTask
 			break
 		}
 		abortAll([]*task{t})

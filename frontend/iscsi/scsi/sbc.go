@@ -134,9 +134,6 @@ func (lu *LU) write(ctx context.Context, r *Request) *Response {
 		return checkCondition(errInvalidFieldInCDB(0))
 	}
 	want := int64(rw.Blocks) * int64(lu.bs)
-	if resp := dataOutMismatch(r, want); resp != nil {
-		return resp
-	}
 	off, n, err := lu.checkRange(rw, true)
 	if err != nil {
 		resp := checkCondition(err)
@@ -145,12 +142,20 @@ func (lu *LU) write(ctx context.Context, r *Request) *Response {
 	}
 	resp := good(nil)
 	resp.DataOutLen = want
+	// When the iSCSI Expected Data Transfer Length and the CDB disagree,
+	// FCP-4 (and libiscsi's residual tests) let the device server process
+	// the command normally but transfer only what both allow: the whole
+	// blocks that were actually sent are written, the transport reports
+	// the residual, and nothing beyond the shorter length is touched.
+	if have := int64(len(r.DataOut)); have < n {
+		n = have - have%int64(lu.bs)
+	}
 	if n == 0 {
 		return resp
 	}
 	// WRITE AND VERIFY: the medium is verified by writing through to it.
 	verify := rw.Op == iscsi.ScsiWriteVerify10 || rw.Op == iscsi.ScsiWriteVerify12 || rw.Op == iscsi.ScsiWriteVerify16
-	if err := lu.writeAt(ctx, r.DataOut, off, rw.FUA || verify); err != nil {
+	if err := lu.writeAt(ctx, r.DataOut[:n], off, rw.FUA || verify); err != nil {
 		resp = checkConditionRW(err, true)
 		resp.DataOutLen = want
 	}
@@ -379,7 +384,11 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 		return checkCondition(errInvalidFieldInCDB(0))
 	}
 	want := 2 * int64(rw.Blocks) * int64(lu.bs)
-	if resp := dataOutMismatch(r, want); resp != nil {
+	if int64(len(r.DataOut)) != want {
+		// SBC-3: a data-out buffer that does not hold 2*N blocks is an
+		// invalid NUMBER OF LOGICAL BLOCKS field.
+		resp := checkCondition(errInvalidFieldInCDB(13))
+		resp.DataOutLen = want
 		return resp
 	}
 	fail := func(err error) *Response {

@@ -121,7 +121,7 @@ func (lu *LU) deviceIdentification() []byte {
 // Limits reported in the Block Limits VPD page (and enforced by sbc.go).
 const (
 	maxCompareAndWriteBlocks = 255
-	maxUnmapBlocks           = 1 << 22
+	maxUnmapBlocks           = 1 << 20
 	maxUnmapDescriptors      = 64
 	maxWriteSameBlocks       = 1 << 22
 )
