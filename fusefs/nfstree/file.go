@@ -249,9 +249,15 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 	} else if e := h.sendLocked(ctx); e != 0 {
 		return e
 	}
-	if err := h.un.Commit(ctx); err != nil {
+	before := h.un.Resends()
+	err := h.un.Commit(ctx)
+	h.n.fsys.resends.Add(int64(h.un.Resends() - before))
+	if err != nil {
 		h.err = errno(err)
 		return h.err
+	}
+	if wrote {
+		h.n.fsys.commits.Add(1)
 	}
 	if e := h.err; e != 0 {
 		h.err = 0

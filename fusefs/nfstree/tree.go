@@ -31,6 +31,7 @@ import (
 	"hash/fnv"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,7 +68,14 @@ type FS struct {
 	c    *nfs.Client
 	opts Options
 	root *Node
+
+	commits atomic.Int64 // COMMITs that succeeded
+	resends atomic.Int64 // times uncommitted data was resent (verifier changed)
 }
+
+// Stats reports how many COMMITs succeeded and how often uncommitted data
+// had to be resent because the server's write verifier changed.
+func (f *FS) Stats() (commits, resends int64) { return f.commits.Load(), f.resends.Load() }
 
 // Node is one file, directory or link on the server.
 type Node struct {

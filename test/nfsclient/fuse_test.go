@@ -27,6 +27,11 @@ import (
 // mountFUSE mounts tg through nfstree on a fresh directory. The returned
 // function unmounts (idempotent); t.Cleanup also unmounts, lazily if busy.
 func mountFUSE(t *testing.T, tg *target, opts nfstree.Options) (string, func()) {
+	dir, unmount, _ := mountFUSETree(t, tg, opts)
+	return dir, unmount
+}
+
+func mountFUSETree(t *testing.T, tg *target, opts nfstree.Options) (string, func(), *nfstree.FS) {
 	t.Helper()
 	testutil.NeedRoot(t, "FUSE mounts (mount(2) directly) need root")
 	if _, err := os.Stat("/dev/fuse"); err != nil {
@@ -71,7 +76,7 @@ func mountFUSE(t *testing.T, tg *target, opts nfstree.Options) (string, func()) 
 		}
 	}
 	t.Cleanup(unmount)
-	return dir, unmount
+	return dir, unmount, tree
 }
 
 // treeSums walks root and returns one line per entry: type, mode, size or
@@ -362,3 +367,40 @@ func forEachTarget(t *testing.T, f func(t *testing.T, tg *target)) {
 func TestFUSEUntarRemount(t *testing.T) { forEachTarget(t, testUntarRemount) }
 func TestFUSEPostmark(t *testing.T)     { forEachTarget(t, testPostmark) }
 func TestFUSEAccessForms(t *testing.T)  { forEachTarget(t, testAccessForms) }
+
+// TestFUSEServerRestart: data written through the default (write-back)
+// form and already sent UNSTABLE must survive a server restart that
+// happens before close: COMMIT sees the new verifier and the mount resends.
+// Reads and new files keep working over the reconnected client.
+func TestFUSEServerRestart(t *testing.T) {
+	tg := startOurs(t, "")
+	mnt, _, tree := mountFUSETree(t, tg, nfstree.Options{WriteBehind: 256 << 10})
+	if err := os.Mkdir(filepath.Join(mnt, "r"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(t, 3<<20+5)
+	p := filepath.Join(mnt, "r", "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	tg.restart(t)
+	if err := f.Close(); err != nil {
+		t.Fatalf("close after a server restart: %v", err)
+	}
+	if commits, resends := tree.Stats(); resends == 0 || commits == 0 {
+		t.Fatalf("after a restart between WRITE and COMMIT: %d commits, %d resends; want a resend", commits, resends)
+	}
+	if disk, err := os.ReadFile(filepath.Join(tg.Dir, "r", "f")); err != nil || !bytes.Equal(disk, data) {
+		t.Fatalf("server has %d bytes (%v), want %d", len(disk), err, len(data))
+	}
+	if back, err := os.ReadFile(p); err != nil || !bytes.Equal(back, data) {
+		t.Fatalf("read back after restart: %d bytes, %v", len(back), err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "r", "g"), []byte("after"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
