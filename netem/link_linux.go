@@ -121,7 +121,7 @@ func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool 
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
-		for _, p := range sched.run(false) {
+		for _, p := range sched.run(false, true) {
 			pool.put(p)
 		}
 	}()
