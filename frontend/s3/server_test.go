@@ -35,7 +35,7 @@ type testServer struct {
 	reg *prometheus.Registry
 }
 
-func newTestServer(t *testing.T) *testServer {
+func newTestServer(t testing.TB) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -81,7 +81,7 @@ type resp struct {
 	body   []byte
 }
 
-func (ts *testServer) do(t *testing.T, method, path string, body []byte, hdr map[string]string) resp {
+func (ts *testServer) do(t testing.TB, method, path string, body []byte, hdr map[string]string) resp {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
