@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tristore/tristore/client/iscsi"
+	"github.com/tristore/tristore/fusefs/blockfile"
+)
+
+func init() {
+	registerMount(mountSpec{
+		Scheme: "iscsi",
+		Help:   "one LUN as the file DIR/lun (losetup + mkfs.ext4 + mount it; see docs/iscsi.md)",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.String("iscsi-file", "lun", "iscsi: name of the file inside DIR")
+			fs.Bool("iscsi-read-only", false, "iscsi: expose the LUN read-only")
+			fs.Int("iscsi-queue-depth", 32, "iscsi: commands in flight on the session")
+			fs.String("iscsi-chap-secret", "", "iscsi: CHAP secret (instead of user:secret@ in the URL)")
+			fs.Bool("iscsi-header-digest", false, "iscsi: require CRC32C header digests")
+			fs.Bool("iscsi-data-digest", false, "iscsi: require CRC32C data digests")
+		},
+		Run: runMountISCSI,
+	})
+}
+
+func runMountISCSI(cmd *cobra.Command, u *url.URL, dir string) error {
+	a, err := iscsi.FromURL(u)
+	if err != nil {
+		return err
+	}
+	if a.Target == "" || !a.HasLUN {
+		return fmt.Errorf("mount: %s needs /IQN/LUN", a)
+	}
+	if s := cfg.GetString("iscsi-chap-secret"); s != "" {
+		a.Secret = s
+	}
+	if a.User != "" && a.Secret == "" {
+		return fmt.Errorf("mount: CHAP user %q given without a secret", a.User)
+	}
+	a.HeaderDigest = a.HeaderDigest || cfg.GetBool("iscsi-header-digest")
+	a.DataDigest = a.DataDigest || cfg.GetBool("iscsi-data-digest")
+	c := iscsi.ConfigFromAddress(a)
+	c.QueueDepth = cfg.GetInt("iscsi-queue-depth")
+	ctx := cmd.Context()
+	dev, err := iscsi.Open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	srv, err := blockfile.Mount(dir, dev, blockfile.Options{
+		Name: cfg.GetString("iscsi-file"), ReadOnly: cfg.GetBool("iscsi-read-only"), FsName: "tristore-iscsi",
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "mounted %s (%d bytes) as %s/%s; unmount with umount %s or Ctrl-C\n",
+		a, dev.Size(), dir, cfg.GetString("iscsi-file"), dir)
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil // unmounted from outside
+	case <-ctx.Done():
+	}
+	// Interrupted: unmount. A loop device on the file keeps it busy for a
+	// while; retry, then detach lazily so the kernel lets go when it can.
+	for i := 0; i < 20; i++ {
+		if err = srv.Unmount(); err == nil {
+			<-done
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	slog.Warn("mount: still busy, detaching lazily", "dir", dir, "err", err)
+	if derr := syscall.Unmount(dir, syscall.MNT_DETACH); derr != nil {
+		return errors.Join(err, fmt.Errorf("lazy unmount %s: %w", dir, derr))
+	}
+	return fmt.Errorf("mount: %s was busy (a loop device or open file?) and was detached lazily: %w", dir, err)
+}
