@@ -1,0 +1,260 @@
+package nfs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/proto/nfs3"
+	"github.com/tristore/tristore/proto/sunrpc"
+)
+
+// fakeServer speaks just enough ONC RPC to drive the client's transport
+// through orderings and failures a real server rarely produces. handle
+// gets each call and returns the reply record (nil = no reply) and whether
+// to drop the connection instead.
+type fakeServer struct {
+	handle func(call sunrpc.Call, args *sunrpc.Reader) (reply []byte, drop bool)
+	conns  atomic.Int32
+}
+
+// dial returns a DialFunc connecting to this fake over net.Pipe.
+func (f *fakeServer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	cl, sv := net.Pipe()
+	f.conns.Add(1)
+	go f.serve(sv)
+	return cl, nil
+}
+
+func (f *fakeServer) serve(c net.Conn) {
+	defer c.Close()
+	var wmu sync.Mutex
+	for {
+		rec, err := sunrpc.ReadRecord(c, sunrpc.DefaultMaxRecord)
+		if err != nil {
+			return
+		}
+		r := sunrpc.NewReader(rec)
+		call, err := sunrpc.DecodeCall(r)
+		if err != nil {
+			return
+		}
+		go func() {
+			reply, drop := f.handle(call, r)
+			if drop {
+				c.Close()
+				return
+			}
+			if reply != nil {
+				wmu.Lock()
+				sunrpc.WriteRecord(c, reply)
+				wmu.Unlock()
+			}
+		}()
+	}
+}
+
+func okReply(xid uint32, res interface{ Encode(*sunrpc.Writer) }) []byte {
+	var w sunrpc.Writer
+	sunrpc.EncodeAccepted(&w, xid, sunrpc.Success)
+	res.Encode(&w)
+	return w.Bytes()
+}
+
+func fakeClient(t *testing.T, f *fakeServer, opts Options) *Client {
+	t.Helper()
+	opts.Dial = f.dial
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	c, err := Dial(context.Background(), "fake:2049", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Replies come back in reverse order; each call must get its own.
+func TestRepliesOutOfOrder(t *testing.T) {
+	const n = 16
+	var mu sync.Mutex
+	var waiting []func()
+	f := &fakeServer{}
+	release := make(chan struct{})
+	f.handle = func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		var a nfs3.GetattrArgs
+		a.Decode(r)
+		id := uint64(a.FH[0])
+		done := make(chan struct{})
+		mu.Lock()
+		waiting = append(waiting, func() { close(done) })
+		if len(waiting) == n {
+			close(release)
+		}
+		mu.Unlock()
+		<-done
+		return okReply(call.XID, &nfs3.GetattrRes{Status: nfs3.OK, Attr: nfs3.Fattr{Type: nfs3.TypeReg, FileID: id}}), false
+	}
+	c := fakeClient(t, f, Options{})
+	go func() {
+		<-release
+		mu.Lock()
+		defer mu.Unlock()
+		for i := len(waiting) - 1; i >= 0; i-- {
+			waiting[i]()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			a, err := c.Getattr(context.Background(), FH{byte(i)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if a.FileID != uint64(i) {
+				errs <- errors.New("reply matched to the wrong call")
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// A dropped connection: idempotent calls are retransmitted on a new
+// connection; non-idempotent ones fail with ErrConnLost.
+func TestReconnectRetry(t *testing.T) {
+	var calls atomic.Int32
+	f := &fakeServer{}
+	f.handle = func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		if calls.Add(1) == 1 || call.Proc == nfs3.ProcRemove {
+			return nil, true
+		}
+		return okReply(call.XID, &nfs3.GetattrRes{Status: nfs3.OK, Attr: nfs3.Fattr{Type: nfs3.TypeDir, FileID: 7}}), false
+	}
+	c := fakeClient(t, f, Options{})
+	a, err := c.Getattr(context.Background(), FH{1})
+	if err != nil || a.FileID != 7 {
+		t.Fatalf("GETATTR across a drop: %v %+v", err, a)
+	}
+	if c.Reconnects() != 2 {
+		t.Fatalf("connections: %d, want 2", c.Reconnects())
+	}
+	err = c.Remove(context.Background(), FH{1}, "x")
+	if !errors.Is(err, ErrConnLost) {
+		t.Fatalf("REMOVE across a drop: %v, want ErrConnLost", err)
+	}
+}
+
+// RPC-level errors and undecodable replies are errors, and the client
+// stays usable.
+func TestRPCErrorsAndGarbage(t *testing.T) {
+	f := &fakeServer{}
+	f.handle = func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		var w sunrpc.Writer
+		switch call.Proc {
+		case nfs3.ProcGetattr:
+			sunrpc.EncodeAccepted(&w, call.XID, sunrpc.ProcUnavail)
+		case nfs3.ProcAccess:
+			sunrpc.EncodeAccepted(&w, call.XID, sunrpc.Success)
+			w.Uint32(0) // OK, then a truncated post_op_attr
+			w.Uint32(1)
+		case nfs3.ProcReadlink:
+			return okReply(call.XID, &nfs3.ReadlinkRes{Status: nfs3.ErrStale}), false
+		default:
+			sunrpc.EncodeAccepted(&w, call.XID, sunrpc.Success)
+		}
+		return w.Bytes(), false
+	}
+	c := fakeClient(t, f, Options{})
+	ctx := context.Background()
+	_, err := c.Getattr(ctx, FH{1})
+	var re *sunrpc.RPCError
+	if !errors.As(err, &re) || re.Reply.AcceptStat != sunrpc.ProcUnavail {
+		t.Fatalf("PROC_UNAVAIL: %v", err)
+	}
+	if _, err := c.Access(ctx, FH{1}, AccessRead); err == nil || !errors.Is(err, sunrpc.ErrGarbage) {
+		t.Fatalf("truncated reply: %v, want ErrGarbage", err)
+	}
+	if _, err := c.Readlink(ctx, FH{1}); !errors.Is(err, ErrStale) {
+		t.Fatalf("READLINK: %v, want ErrStale", err)
+	}
+	if err := c.Null(ctx); err != nil {
+		t.Fatalf("client unusable after bad replies: %v", err)
+	}
+}
+
+// A server that never answers: ctx ends the call promptly; the per-call
+// timeout drops the connection and fails non-idempotent calls.
+func TestContextAndTimeout(t *testing.T) {
+	f := &fakeServer{handle: func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) { return nil, false }}
+	c := fakeClient(t, f, Options{Timeout: 300 * time.Millisecond, Retries: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Getattr(ctx, FH{1}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GETATTR with a 100ms context: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cancelled call took %v", d)
+	}
+	if err := c.Rmdir(context.Background(), FH{1}, "d"); !errors.Is(err, ErrConnLost) {
+		t.Fatalf("RMDIR without reply: %v, want ErrConnLost after the timeout", err)
+	}
+	c.Close()
+	if err := c.Null(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after Close: %v", err)
+	}
+}
+
+// FuzzReply feeds arbitrary bytes as the reply body of every procedure the
+// client decodes: it must return (an error or a result), never panic or hang.
+func FuzzReply(f *testing.F) {
+	var w sunrpc.Writer
+	(&nfs3.GetattrRes{Status: nfs3.OK, Attr: nfs3.Fattr{Type: nfs3.TypeReg, Size: 10}}).Encode(&w)
+	f.Add(append([]byte(nil), w.Bytes()...))
+	w.Reset()
+	(&nfs3.ReadRes{Status: nfs3.OK, Count: 3, EOF: true, Data: []byte("abc")}).Encode(&w)
+	f.Add(append([]byte(nil), w.Bytes()...))
+	w.Reset()
+	(&nfs3.ReaddirplusRes{Status: nfs3.OK, EOF: true, Entries: []nfs3.EntryPlus{{FileID: 1, Name: "a", Cookie: 1}}}).Encode(&w)
+	f.Add(append([]byte(nil), w.Bytes()...))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		srv := &fakeServer{handle: func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+			var w sunrpc.Writer
+			sunrpc.EncodeAccepted(&w, call.XID, sunrpc.Success)
+			return append(w.Bytes(), body...), false
+		}}
+		c := fakeClient(t, srv, Options{Timeout: 5 * time.Second, Retries: 1})
+		ctx := context.Background()
+		fh := FH{1, 2, 3}
+		c.Getattr(ctx, fh)
+		c.Lookup(ctx, fh, "x")
+		c.Read(ctx, fh, 0, make([]byte, 16))
+		c.Write(ctx, fh, 0, []byte("x"), FileSync)
+		c.Create(ctx, fh, "x", Unchecked, SetAttr{}, Verifier{})
+		c.ReaddirplusPage(ctx, fh, 0, Verifier{}, 0, 0)
+		c.ReaddirPage(ctx, fh, 0, Verifier{}, 0)
+		c.Fsinfo(ctx, fh)
+		c.Fsstat(ctx, fh)
+		c.Pathconf(ctx, fh)
+		c.Commit(ctx, fh, 0, 0)
+		c.Rename(ctx, fh, "a", fh, "b")
+		c.Link(ctx, fh, fh, "l")
+		c.Exports(ctx)
+	})
+}
