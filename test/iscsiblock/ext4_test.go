@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/tristore/tristore/blockdev"
+	"github.com/tristore/tristore/client/iscsi"
+	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
 	"github.com/tristore/tristore/fusefs/blockfile"
 	"github.com/tristore/tristore/internal/testutil"
 )
@@ -198,4 +200,34 @@ func ext4RoundTrip(t *testing.T, open func(t *testing.T) blockdev.Device) {
 func TestExt4OverFUSEFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "disk.img")
 	ext4RoundTrip(t, func(t *testing.T) blockdev.Device { return openFileDev(t, path, 64<<20) })
+}
+
+// TestExt4OverISCSIOurs: kernel ext4 -> loop -> FUSE file -> our initiator
+// -> our target -> a sparse volume file in the posix store.
+func TestExt4OverISCSIOurs(t *testing.T) {
+	testutil.NeedRoot(t, "losetup and mount need root")
+	tg := startOurs(t, 64<<20, iscsitgt.CHAPConfig{})
+	ext4RoundTrip(t, func(t *testing.T) blockdev.Device {
+		return openDev(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, QueueDepth: 16})
+	})
+}
+
+// TestExt4OverISCSITgt is the same stack on tgt as the target.
+func TestExt4OverISCSITgt(t *testing.T) {
+	testutil.NeedRoot(t, "losetup and mount need root")
+	tg := startTgt(t, tgtOpts{size: 64 << 20})
+	ext4RoundTrip(t, func(t *testing.T) blockdev.Device {
+		return openDev(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, LUN: 1, QueueDepth: 16})
+	})
+}
+
+func openDev(t *testing.T, cfg iscsi.Config) blockdev.Device {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := iscsi.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -1,0 +1,166 @@
+package iscsiblock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/blockdev"
+	"github.com/tristore/tristore/blockdev/filelun"
+	"github.com/tristore/tristore/client/iscsi"
+	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
+	proto "github.com/tristore/tristore/proto/iscsi"
+	"github.com/tristore/tristore/store/posix"
+)
+
+// ourTarget is tristore's target (frontend/iscsi) over a posix store in a
+// temp dir, serving one volume on 127.0.0.1.
+type ourTarget struct {
+	Portal string
+	IQN    string
+	Path   string // the volume's file in the store tree
+}
+
+func startOurs(t testing.TB, size int64, chap iscsitgt.CHAPConfig) *ourTarget {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := posix.Open(dir, posix.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.CreateBucket(ctx, "vols", ""); err != nil {
+		t.Fatal(err)
+	}
+	st, err := filelun.AsStore(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filelun.Create(ctx, st, "vols", "disk1", size); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := iscsitgt.New(iscsitgt.Config{Store: b, CHAP: chap, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		srv.Close()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("our target did not stop within 20s")
+		}
+	})
+	return &ourTarget{Portal: ln.Addr().String(), IQN: iscsitgt.TargetName("vols", "disk1"), Path: filepath.Join(dir, "vols", "disk1")}
+}
+
+func TestInitiatorAgainstOurs(t *testing.T) {
+	tg := startOurs(t, 32<<20, iscsitgt.CHAPConfig{})
+	ctx := testCtx(t)
+	ts, err := iscsi.Discover(ctx, iscsi.Config{Portal: tg.Portal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range ts {
+		found = found || x.Name == tg.IQN
+	}
+	if !found {
+		t.Fatalf("discover: %v does not list %s", ts, tg.IQN)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  iscsi.Config
+		qd   int
+	}{
+		{"qd1", iscsi.Config{QueueDepth: 1}, 1},
+		{"qd32-digests", iscsi.Config{QueueDepth: 32, HeaderDigest: true, DataDigest: true}, 32},
+		{"qd8-initialr2t-noimm", iscsi.Config{QueueDepth: 8, InitialR2T: true, NoImmediateData: true,
+			MaxRecvDataSegmentLength: 8192, MaxBurstLength: 64 << 10, FirstBurstLength: 16 << 10}, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Portal, cfg.Target, cfg.LUN = tg.Portal, tg.IQN, 0
+			s := openURL(t, cfg)
+			if s.Size() != 32<<20 {
+				t.Fatalf("size %d", s.Size())
+			}
+			if cfg.DataDigest && !s.Params().DataDigest {
+				t.Fatal("data digest not in use")
+			}
+			checkRW(t, s, tc.qd, []int{512, 4096, 65536, 300 << 10, 3 << 20}, uint64(tc.qd)+100)
+		})
+	}
+	t.Run("fua-unmap-bounds", func(t *testing.T) {
+		s := openURL(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN})
+		data := bytes.Repeat([]byte{0xEE}, 64<<10)
+		if _, err := s.WriteAtFUA(ctx, data, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Unmap(ctx, 1<<20, 64<<10); err != nil {
+			t.Fatalf("unmap: %v", err)
+		}
+		got := make([]byte, 64<<10)
+		if _, err := s.ReadAt(ctx, got, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, make([]byte, 64<<10)) {
+			t.Fatal("unmapped range does not read as zeros")
+		}
+		if _, err := s.WriteAt(ctx, make([]byte, 4096), s.Size()-512); !errors.Is(err, blockdev.ErrOutOfRange) {
+			t.Fatalf("write across the end: %v", err)
+		}
+	})
+}
+
+func TestInitiatorCHAPAgainstOurs(t *testing.T) {
+	chap := iscsitgt.CHAPConfig{
+		Initiator: proto.CHAPCredentials{User: "alice", Secret: "alicesecret12"},
+		Target:    proto.CHAPCredentials{User: "tgt", Secret: "targetsecret1"},
+	}
+	tg := startOurs(t, 8<<20, chap)
+	ctx := testCtx(t)
+	base := iscsi.Config{Portal: tg.Portal, Target: tg.IQN}
+	mutual := base
+	mutual.CHAP, mutual.TargetCHAP = chap.Initiator, chap.Target
+	mutual.HeaderDigest, mutual.DataDigest = true, true
+	s := openURL(t, mutual)
+	checkRW(t, s, 4, []int{4096, 128 << 10}, 5)
+
+	one := base
+	one.CHAP = chap.Initiator
+	openURL(t, one)
+
+	for name, c := range map[string]iscsi.Config{
+		"wrong-secret":        func() iscsi.Config { c := one; c.CHAP.Secret = "wrongsecret12"; return c }(),
+		"no-chap":             base,
+		"wrong-target-secret": func() iscsi.Config { c := mutual; c.TargetCHAP.Secret = "notthetargets"; return c }(),
+	} {
+		if _, err := iscsi.Open(ctx, c); !errors.Is(err, iscsi.ErrAuth) {
+			t.Errorf("%s: got %v, want ErrAuth", name, err)
+		}
+	}
+	if _, err := iscsi.Discover(ctx, iscsi.Config{Portal: tg.Portal, CHAP: chap.Initiator}); err != nil {
+		t.Errorf("discovery with CHAP: %v", err)
+	}
+}
+
+func TestInitiatorReconnectOurs(t *testing.T) {
+	tg := startOurs(t, 16<<20, iscsitgt.CHAPConfig{})
+	s := openURL(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, QueueDepth: 8, HeaderDigest: true, DataDigest: true})
+	reconnectCheck(t, s)
+}
