@@ -60,7 +60,7 @@ for s in $SERVERS; do
   case $s in
   tristore)
     TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_DIR/bin/tristore" serve --data "$BENCH_DIR/tristore-data" \
-      --s3-addr 127.0.0.1:$PORT_TRI --admin-addr off --log-level warn --config /dev/null >"$LOG" 2>&1 &
+      --s3-addr 127.0.0.1:$PORT_TRI --admin-addr off --log-level warn >"$LOG" 2>&1 &
     PID=$!; wait_http "http://127.0.0.1:$PORT_TRI/"; load tristore $PORT_TRI ;;
   versitygw)
     VGW=$(command -v versitygw || echo "$(go env GOPATH)/bin/versitygw")
