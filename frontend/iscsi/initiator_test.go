@@ -384,4 +384,6 @@ func (in *ini) expectClosed(t testing.TB) {
 
 type netDialer struct{}
 
-func (netDialer) dial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, 5*time.Second) }
+func (netDialer) dial(addr string) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, 5*time.Second)
+}
