@@ -96,7 +96,7 @@ func (fs *FS) handleOf(dirfd int, name string, st *unix.Stat_t, parentIno uint64
 	}
 	gen := generation(dirfd, name, st)
 	binary.BigEndian.PutUint32(h[14:18], gen)
-	if st.Ino != fs.rootIno && name != "" {
+	if st.Ino != fs.rootIno && name != "" && name != "." && name != ".." {
 		if err := fs.index.record(st.Ino, parentIno, name, gen); err != nil {
 			return nil, err
 		}

@@ -72,12 +72,27 @@ func TestHandlesAcrossReopenAndRename(t *testing.T) {
 		if _, _, err := fs.Rename(root, fs.Root(), "b", fs.Root(), "c"); err != nil {
 			t.Fatal(err)
 		}
+		// ".." of a nested directory is its parent (and must not corrupt the index).
+		nest, _, _, err := fs.Mkdir(root, a, "n", SetAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, upAttr, _, err := fs.Lookup(root, nest, "..")
+		if err != nil || !bytes.Equal(up, a) {
+			t.Fatalf("Lookup(n, \"..\") = %x (ino %d), %v; want handle of a", up, upAttr.FileID, err)
+		}
 		// A fresh FS (a restarted server) resolves the old handle.
 		fs2 := open()
 		buf := make([]byte, 10)
 		n, eof, attr, err := fs2.Read(root, f, 0, buf)
 		if err != nil || !eof || !bytes.Equal(buf[:n], []byte("\x00\x00\x00xyz")) || attr.Size != 6 {
 			t.Fatalf("read via old handle after restart: %q eof %v err %v", buf[:n], eof, err)
+		}
+		if _, err := fs2.GetAttr(nest); err != nil {
+			t.Fatalf("nested dir after restart: %v", err)
+		}
+		if _, err := fs2.GetAttr(a); err != nil {
+			t.Fatalf("parent dir after restart: %v", err)
 		}
 		if !bytes.Equal(fs2.Root(), fs.Root()) {
 			t.Fatal("root handle changed")

@@ -194,12 +194,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		for {
 			c, err := l.Accept()
 			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					time.Sleep(10 * time.Millisecond)
-					continue
+				s.mu.Lock()
+				closed := s.closed
+				s.mu.Unlock()
+				if closed || errors.Is(err, net.ErrClosed) {
+					return
 				}
-				return
+				// Transient (e.g. EMFILE): back off briefly and keep serving.
+				s.log.Warn("nfs: accept", "err", err)
+				time.Sleep(50 * time.Millisecond)
+				continue
 			}
 			if !s.track(c) {
 				c.Close()
@@ -269,14 +273,12 @@ func (s *Server) Close() error {
 
 // conn is one client connection.
 type conn struct {
-	s      *Server
-	c      net.Conn
-	addr   netip.Addr
-	wmu    sync.Mutex
-	werr   error
-	sem    chan struct{}
-	pool   *sync.Pool
-	closed bool
+	s    *Server
+	c    net.Conn
+	addr netip.Addr
+	wmu  sync.Mutex
+	werr error
+	sem  chan struct{}
 }
 
 var writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
@@ -306,8 +308,17 @@ func (s *Server) serveConn(nc net.Conn) {
 			return
 		}
 		c.sem <- struct{}{}
-		inflight.Add(1)
+		// A record already buffered when shutdown began is not started:
+		// Close waits for handlers and then closes the exports.
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			<-c.sem
+			return
+		}
 		s.handlers.Add(1)
+		s.mu.Unlock()
+		inflight.Add(1)
 		go func() {
 			defer func() {
 				<-c.sem
