@@ -10,7 +10,7 @@ import (
 
 var (
 	opDeleteObject  = &operation{"DeleteObject", "s3:DeleteObject", (*Server).deleteObject}
-	opDeleteObjects = &operation{"DeleteObjects", "s3:DeleteObject", (*Server).deleteObjects}
+	opDeleteObjects = &operation{"DeleteObjects", "", (*Server).deleteObjects} // authorised per key
 )
 
 // deleteObject removes one key. Deleting a missing key succeeds (204), as in S3.
@@ -65,8 +65,13 @@ func parseDeleteRequest(b []byte) (*deleteRequest, error) {
 }
 
 // deleteObjects removes up to 1000 keys, reporting each result (only
-// errors when Quiet). A missing key counts as deleted, as in S3.
+// errors when Quiet). A missing key counts as deleted, as in S3. Each key
+// is authorised on its own, so a policy denying some keys refuses only
+// those (AccessDenied in the result), as S3 does.
 func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
+		return err
+	}
 	b, err := readBody(r, maxXMLBody)
 	if err != nil {
 		return err
@@ -85,6 +90,9 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rc *reqCt
 		err := checkKey(o.Key)
 		if err == nil && o.Key == "" {
 			err = ErrInvalidKey
+		}
+		if err == nil {
+			err = s.authorize(r.Context(), rc, "s3:DeleteObject", rc.bucket, o.Key)
 		}
 		if err == nil {
 			err = s.st.Delete(r.Context(), rc.bucket, o.Key)

@@ -130,6 +130,12 @@ func TestCrossUserAccess(t *testing.T) {
 	if err != nil || len(oacl.Grants) != 2 {
 		t.Fatalf("GetObjectAcl: %+v %v", oacl, err)
 	}
+	// Batch delete is authorised per key: bob gets AccessDenied for each.
+	d, err := b.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: bkt, Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("doc")}}}})
+	if err != nil || len(d.Errors) != 1 || aws.ToString(d.Errors[0].Code) != "AccessDenied" || len(d.Deleted) != 0 {
+		t.Fatalf("bob DeleteObjects: %+v %v", d, err)
+	}
+	allowed("doc survives bob's batch delete", getAs(a))
 	// Root (admin) may do anything.
 	root := sdkClient(srv.endpoint, rootAK, rootSK)
 	_, err = root.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: bkt})
