@@ -80,12 +80,14 @@ func (f *file) changed() {
 
 // invalidate clears the stored ETag, keeping the rest of the metadata.
 func (f *file) invalidate() {
-	rec := f.b.readRecord(f.path, f.f)
-	if rec == nil || rec.ETag == "" {
-		return
-	}
 	var st unix.Stat_t
 	if unix.Fstat(int(f.f.Fd()), &st) != nil {
+		return
+	}
+	unlock := f.b.lockSidecar(f.path)
+	defer unlock()
+	rec := f.b.readRecord(f.path, f.f, st.Ino)
+	if rec == nil || rec.ETag == "" {
 		return
 	}
 	rec.ETag, rec.Parts = "", nil

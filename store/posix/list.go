@@ -192,7 +192,7 @@ func (l *lister) emitFile(key, path string) error {
 	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil
 	}
-	rec := l.b.readRecord(path, nil)
+	rec := l.b.readRecord(path, nil, st.Ino)
 	if !rec.fresh(&st) {
 		if st.Size > listHashLimit {
 			nr := &record{}

@@ -90,9 +90,9 @@ func (b *Backend) sidecarPath(p string) string {
 	return filepath.Join(b.metaDir(), rel+".json")
 }
 
-// readRecord returns the metadata of file p (fd f if non-nil), or nil when
-// there is none (a file created by another view).
-func (b *Backend) readRecord(p string, f *os.File) *record {
+// readRecord returns the metadata of file p (fd f if non-nil) whose inode
+// is ino, or nil when there is none (a file created by another view).
+func (b *Backend) readRecord(p string, f *os.File, ino uint64) *record {
 	if b.useXattr {
 		if data, err := getxattr(p, f, metaXattr); err == nil {
 			var r record
@@ -101,15 +101,27 @@ func (b *Backend) readRecord(p string, f *os.File) *record {
 			}
 		}
 	}
+	for _, r := range b.readSidecar(p) {
+		if r.Ino == ino {
+			return &r
+		}
+	}
+	return nil
+}
+
+// readSidecar returns the records of p's sidecar. A sidecar holds the
+// record of the current file and, while a Put is being published, the one
+// of the file it replaces (see writeRecord): each names its inode.
+func (b *Backend) readSidecar(p string) []record {
 	data, err := os.ReadFile(b.sidecarPath(p))
 	if err != nil {
 		return nil
 	}
-	var r record
-	if json.Unmarshal(data, &r) != nil || r.Ino == 0 {
+	var rs []record
+	if json.Unmarshal(data, &rs) != nil {
 		return nil
 	}
-	return &r
+	return rs
 }
 
 // getxattr reads one xattr through the fd when there is one (so it belongs
@@ -136,10 +148,16 @@ func getxattr(p string, f *os.File, name string) ([]byte, error) {
 	return nil, syscall.ERANGE
 }
 
-// writeRecord stores r for file p (fd f if non-nil). With xattrs it falls
-// back to a sidecar only when the value does not fit; the sidecar then
-// carries the inode number so it is never applied to another file. durable
-// fsyncs a sidecar (an xattr is made durable by the caller's fsync of f).
+// writeRecord stores r for file p (fd f if non-nil, st its stat). With
+// xattrs it falls back to a sidecar only when the value does not fit.
+//
+// A sidecar cannot be renamed together with the data file, so it is keyed
+// by inode and written before the rename: it keeps the record of the file
+// now at p (the old version, whose inode differs) next to the new one.
+// A crash before the rename leaves the old file with its own record; after
+// it, the new inode finds its record; the next write drops the stale one.
+// Callers hold keyLock(p) in sidecar mode. durable fsyncs the sidecar (an
+// xattr is made durable by the caller's fsync of f).
 func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record, durable bool) error {
 	if b.useXattr {
 		r.Ino = 0
@@ -167,11 +185,31 @@ func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record, 
 		}
 	}
 	r.Ino = st.Ino
-	data, err := json.Marshal(r)
+	rs := []record{*r}
+	var cur unix.Stat_t
+	if unix.Lstat(p, &cur) == nil && cur.Ino != st.Ino {
+		for _, old := range b.readSidecar(p) {
+			if old.Ino == cur.Ino {
+				rs = append(rs, old)
+				break
+			}
+		}
+	}
+	data, err := json.Marshal(rs)
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(b.sidecarPath(p), data, durable)
+}
+
+// lockSidecar takes keyLock(p) in sidecar mode (a no-op with xattrs).
+func (b *Backend) lockSidecar(p string) func() {
+	if b.useXattr {
+		return func() {}
+	}
+	l := b.keyLock(p)
+	l.Lock()
+	return l.Unlock
 }
 
 // removeSidecar deletes the fallback metadata of p (if any).
@@ -264,6 +302,8 @@ func (b *Backend) refresh(p string, f *os.File, st *unix.Stat_t, r *record) (*re
 	nr.ETag, nr.Size, nr.MtimeNs, nr.Parts = etag, st.Size, st.Mtim.Nano(), nil
 	var after unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &after) == nil && after.Size == st.Size && after.Mtim == st.Mtim {
+		unlock := b.lockSidecar(p)
+		defer unlock()
 		if err := b.writeRecord(p, f, st, nr, false); err != nil {
 			b.log.Debug("posix store: could not save recomputed ETag", "path", p, "err", err)
 		}

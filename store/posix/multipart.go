@@ -189,7 +189,7 @@ func (b *Backend) parts(id string) ([]store.PartInfo, error) {
 		if err := unix.Lstat(p, &st); err != nil {
 			continue
 		}
-		rec, err := b.refresh(p, nil, &st, b.readRecord(p, nil))
+		rec, err := b.refresh(p, nil, &st, b.readRecord(p, nil, st.Ino))
 		if err != nil {
 			continue
 		}

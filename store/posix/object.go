@@ -198,7 +198,7 @@ func (b *Backend) openObject(bucket, key string) (*os.File, unix.Stat_t, *record
 	if err != nil {
 		return nil, st, nil, b.missing(err, bucket, key)
 	}
-	rec, err := b.refresh(p, f, &st, b.readRecord(p, f))
+	rec, err := b.refresh(p, f, &st, b.readRecord(p, f, st.Ino))
 	if err != nil {
 		f.Close()
 		return nil, st, nil, err

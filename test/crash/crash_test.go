@@ -228,15 +228,25 @@ func client(addr string) *awss3.Client {
 // length, then pseudo-random bytes determined by them. Sizes range from
 // 1 KiB to 3 MiB so that a kill lands in the middle of bodies.
 func content(key string, v int) []byte {
-	seed := uint64(v)*1_000_003 + uint64(len(key))
-	for _, c := range key {
-		seed = seed*31 + uint64(c)
-	}
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	r := rand.New(rand.NewPCG(keySeed(key, v), 0x517e))
 	size := 1024 + r.IntN(3<<20)
 	if v%3 == 0 {
 		size = 1024 + r.IntN(64<<10)
 	}
+	return contentSized(key, v, size)
+}
+
+func keySeed(key string, v int) uint64 {
+	seed := uint64(v)*1_000_003 + uint64(len(key))
+	for _, c := range key {
+		seed = seed*31 + uint64(c)
+	}
+	return seed
+}
+
+// contentSized is version v of key with the given size.
+func contentSized(key string, v, size int) []byte {
+	r := rand.New(rand.NewPCG(keySeed(key, v), 0x5eed))
 	hdr := fmt.Sprintf("key=%s version=%d size=%d\n", key, v, size)
 	buf := make([]byte, size)
 	copy(buf, hdr)
@@ -262,7 +272,8 @@ func parseVersion(key string, data []byte) (int, error) {
 		return -1, fmt.Errorf("holds content of key %s", m[1])
 	}
 	v, _ := strconv.Atoi(string(m[2]))
-	if !bytes.Equal(data, content(key, v)) {
+	size, _ := strconv.Atoi(string(m[3]))
+	if size != len(data) || !bytes.Equal(data, contentSized(key, v, size)) {
 		return v, fmt.Errorf("version %d is not complete or intact (%d bytes)", v, len(data))
 	}
 	return v, nil
