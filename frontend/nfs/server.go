@@ -281,7 +281,11 @@ type conn struct {
 	sem  chan struct{}
 }
 
-var writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
+var (
+	writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
+	// recordBufs recycles call records (up to MaxRecord each).
+	recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+)
 
 func (s *Server) serveConn(nc net.Conn) {
 	defer func() {
@@ -300,8 +304,10 @@ func (s *Server) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 	for {
-		rec, err := sunrpc.ReadRecord(br, s.opts.MaxRecord)
+		bp := recordBufs.Get().(*[]byte)
+		rec, err := sunrpc.ReadRecordInto(br, s.opts.MaxRecord, *bp)
 		if err != nil {
+			recordBufs.Put(bp)
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
 				s.log.Debug("nfs: dropping connection", "client", nc.RemoteAddr().String(), "err", err)
 			}
@@ -314,6 +320,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		if s.closed {
 			s.mu.Unlock()
 			<-c.sem
+			recordBufs.Put(bp)
 			return
 		}
 		s.handlers.Add(1)
@@ -326,6 +333,11 @@ func (s *Server) serveConn(nc net.Conn) {
 				s.handlers.Done()
 			}()
 			c.handle(rec)
+			// Decoded arguments alias rec; handle has finished with them.
+			if cap(rec) <= s.opts.MaxRecord {
+				*bp = rec[:0]
+			}
+			recordBufs.Put(bp)
 		}()
 	}
 }
@@ -335,15 +347,22 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// send writes one reply record; a write error closes the connection.
-func (c *conn) send(b []byte) {
+// send writes one reply record (b followed by tail); a write error closes
+// the connection.
+func (c *conn) send(b []byte, tail ...[]byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
 		return
 	}
 	c.c.SetWriteDeadline(time.Now().Add(2 * time.Minute))
-	if err := sunrpc.WriteRecord(c.c, b); err != nil {
+	var err error
+	if len(tail) == 0 {
+		err = sunrpc.WriteRecord(c.c, b)
+	} else {
+		err = sunrpc.WriteRecordBuffers(c.c, append([][]byte{b}, tail...)...)
+	}
+	if err != nil {
 		c.werr = err
 		c.c.Close()
 	}
@@ -365,6 +384,10 @@ type request struct {
 	c    *conn
 	call sunrpc.Call
 	auth authInfo
+	// tail is sent after the encoded reply without copying (READ data);
+	// release, if set, runs once the reply is sent.
+	tail    [][]byte
+	release func()
 }
 
 type procFunc func(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error
@@ -453,7 +476,11 @@ func (c *conn) handle(rec []byte) {
 	}
 	sunrpc.EncodeAccepted(w, call.XID, sunrpc.Success)
 	err = c.callProc(table[call.Proc], req, r, w)
+	if req.release != nil {
+		defer req.release()
+	}
 	if err != nil {
+		req.tail = nil
 		w.Reset()
 		stat := sunrpc.SystemErr
 		if errors.Is(err, errGarbage) || errors.Is(err, sunrpc.ErrGarbage) {
@@ -463,7 +490,7 @@ func (c *conn) handle(rec []byte) {
 		}
 		sunrpc.EncodeAccepted(w, call.XID, stat)
 	}
-	c.send(w.Bytes())
+	c.send(w.Bytes(), req.tail...)
 }
 
 // callProc runs a procedure, turning a panic into SYSTEM_ERR so one bad

@@ -39,6 +39,25 @@ func (x *ReadRes) Encode(w *sunrpc.Writer) {
 	}
 }
 
+// EncodeHead writes the result up to and including the length of the data
+// but not the data itself; the caller sends Data followed by pad zero bytes
+// (pad = Pad(len(Data))) right after it, e.g. with
+// sunrpc.WriteRecordBuffers. It avoids copying a 1 MiB READ payload.
+func (x *ReadRes) EncodeHead(w *sunrpc.Writer) {
+	w.Uint32(uint32(x.Status))
+	x.Attr.Encode(w)
+	if x.Status == OK {
+		w.Uint32(x.Count)
+		w.Bool(x.EOF)
+		w.Uint32(uint32(len(x.Data)))
+	}
+}
+
+// Pad returns the XDR padding after n opaque bytes (0-3 zero bytes).
+func Pad(n int) []byte { return zeros[:(4-n%4)%4] }
+
+var zeros [4]byte
+
 func (x *ReadRes) Decode(r *sunrpc.Reader) error {
 	x.Status = Status(r.Uint32())
 	x.Attr.Decode(r)

@@ -184,3 +184,19 @@ func FuzzDecodeArgs(f *testing.F) {
 		}
 	})
 }
+
+func TestReadResEncodeHead(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, 5} {
+		res := ReadRes{Status: OK, Attr: PostOpAttr{sampleAttr()}, Count: uint32(n), EOF: true, Data: make([]byte, n)}
+		for i := range res.Data {
+			res.Data[i] = byte(i + 1)
+		}
+		var full, head sunrpc.Writer
+		res.Encode(&full)
+		res.EncodeHead(&head)
+		got := append(append(head.Bytes(), res.Data...), Pad(n)...)
+		if !reflect.DeepEqual(got, full.Bytes()) {
+			t.Fatalf("n=%d: EncodeHead+data+pad differs from Encode", n)
+		}
+	}
+}

@@ -29,7 +29,14 @@ var ErrRecordTooLarge = errors.New("sunrpc: record too large")
 // record starts returns io.EOF; one that ends inside a record returns
 // io.ErrUnexpectedEOF.
 func ReadRecord(r io.Reader, max int) ([]byte, error) {
-	var rec []byte
+	return ReadRecordInto(r, max, nil)
+}
+
+// ReadRecordInto is ReadRecord reusing buf's storage when it is large
+// enough (servers keep a pool of record buffers so that a stream of 1 MiB
+// WRITEs does not allocate and zero 1 MiB per call).
+func ReadRecordInto(r io.Reader, max int, buf []byte) ([]byte, error) {
+	rec := buf[:0]
 	var hdr [4]byte
 	for frags := 0; ; frags++ {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -43,19 +50,21 @@ func ReadRecord(r io.Reader, max int) ([]byte, error) {
 		if len(rec)+n > max {
 			return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrRecordTooLarge, len(rec)+n, max)
 		}
-		if rec == nil && h&lastFragment != 0 {
-			rec = make([]byte, n)
-			if _, err := io.ReadFull(r, rec); err != nil {
-				return nil, unexpected(err)
-			}
-			return rec, nil
-		}
 		old := len(rec)
-		rec = append(rec, make([]byte, n)...)
+		if cap(rec)-old >= n {
+			rec = rec[:old+n]
+		} else if old == 0 && h&lastFragment != 0 {
+			rec = make([]byte, n)
+		} else {
+			rec = append(rec, make([]byte, n)...)
+		}
 		if _, err := io.ReadFull(r, rec[old:]); err != nil {
 			return nil, unexpected(err)
 		}
 		if h&lastFragment != 0 {
+			if rec == nil {
+				rec = []byte{}
+			}
 			return rec, nil
 		}
 		// An empty non-last fragment makes no progress; the size limit alone
@@ -84,6 +93,30 @@ func WriteRecord(w io.Writer, b []byte) error {
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(b))|lastFragment)
 	bufs := net.Buffers{hdr[:], b}
 	_, err := bufs.WriteTo(w)
+	return err
+}
+
+// WriteRecordBuffers sends the concatenation of bufs as a single-fragment
+// record in one vectored write, so a large payload (READ data) goes out
+// without being copied into the reply buffer first.
+func WriteRecordBuffers(w io.Writer, bufs ...[]byte) error {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	if n >= lastFragment {
+		return fmt.Errorf("%w: %d bytes", ErrRecordTooLarge, n)
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(n)|lastFragment)
+	nb := make(net.Buffers, 0, len(bufs)+1)
+	nb = append(nb, hdr[:])
+	for _, b := range bufs {
+		if len(b) > 0 {
+			nb = append(nb, b)
+		}
+	}
+	_, err := nb.WriteTo(w)
 	return err
 }
 

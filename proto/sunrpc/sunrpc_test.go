@@ -188,3 +188,20 @@ func FuzzDecodeCall(f *testing.F) {
 		DecodeReply(NewReader(b))
 	})
 }
+
+func TestRecordBuffers(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteRecordBuffers(&buf, []byte("ab"), nil, []byte("cde")); err != nil {
+		t.Fatal(err)
+	}
+	WriteRecord(&buf, []byte("xyz"))
+	store := make([]byte, 0, 16)
+	rec, err := ReadRecordInto(&buf, 100, store)
+	if err != nil || string(rec) != "abcde" || &rec[0] != &store[:1][0] {
+		t.Fatalf("ReadRecordInto %q %v (reused: %v)", rec, err, err == nil && &rec[0] == &store[:1][0])
+	}
+	rec, err = ReadRecordInto(&buf, 100, rec)
+	if err != nil || string(rec) != "xyz" {
+		t.Fatalf("second record %q %v", rec, err)
+	}
+}
