@@ -59,8 +59,13 @@ for s in $SERVERS; do
   LOG="$BENCH_DIR/$s.log"
   case $s in
   tristore)
+    # Only the S3 front end: the others' default ports may be in use.
+    OFF=()
+    for p in nfs iscsi swift; do
+      "$BENCH_DIR/bin/tristore" serve --help 2>&1 | grep -q -- "--$p-addr " && OFF+=(--$p-addr off)
+    done
     TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_DIR/bin/tristore" serve --data "$BENCH_DIR/tristore-data" \
-      --s3-addr 127.0.0.1:$PORT_TRI --admin-addr off --log-level warn >"$LOG" 2>&1 &
+      --s3-addr 127.0.0.1:$PORT_TRI --admin-addr off --log-level warn "${OFF[@]}" >"$LOG" 2>&1 &
     PID=$!; wait_http "http://127.0.0.1:$PORT_TRI/"; load tristore $PORT_TRI ;;
   versitygw)
     VGW=$(command -v versitygw || echo "$(go env GOPATH)/bin/versitygw")
