@@ -68,6 +68,10 @@ type Config struct {
 	// their order and a jittered packet delays those behind it.
 	Reorder bool
 	Seed    uint64 // random seed for loss and jitter; 0 = time-based
+	// NoRealtime keeps the process at normal priority. By default Start
+	// makes the process SCHED_FIFO (lowest priority) while a link runs:
+	// see realtime_linux.go for why.
+	NoRealtime bool
 }
 
 // Symmetric returns a Config with d in both directions.
@@ -179,7 +183,9 @@ func ParseRate(s string) (int64, error) {
 		return 0, nil
 	}
 	t = strings.TrimSuffix(t, "/s")
-	t = strings.TrimSuffix(t, "ps")
+	if strings.HasSuffix(t, "bps") { // Mbps, kbps: bits, by convention
+		t = strings.TrimSuffix(t, "bps") + "bit"
+	}
 	units := []struct {
 		suf  string
 		mult float64

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -48,6 +49,7 @@ type Link struct {
 	done           chan struct{}
 	fwdErr         chan error
 	log            *slog.Logger
+	realtime       bool
 }
 
 // Start validates cfg, creates the two namespaces and their TUN devices
@@ -88,13 +90,27 @@ func Start(ctx context.Context, cfg Config) (l *Link, err error) {
 	if l.server, err = newSide(cfg.Name+"-s", "tss0", cfg.ServerAddr, cfg.PrefixLen, cfg.MTU); err != nil {
 		return l, err
 	}
+	if !cfg.NoRealtime {
+		l.realtime = enterRealtime()
+		if !l.realtime {
+			l.log.Warn("netem: could not make the forwarder realtime (SCHED_FIFO); timing will suffer on a loaded machine")
+		}
+	}
 	l.up = newDirCounters("up", true)
 	l.down = newDirCounters("down", false)
 	pool := newBufPool(cfg.MTU)
-	l.upSched = l.direction(l.client.tun, l.server.tun, NewChain(cfg.Up, cfg.Reorder, cfg.Seed), l.up, pool)
-	l.downSched = l.direction(l.server.tun, l.client.tun, NewChain(cfg.Down, cfg.Reorder, cfg.Seed+1), l.down, pool)
+	upChain, downChain := NewChain(cfg.Up, cfg.Reorder, cfg.Seed), NewChain(cfg.Down, cfg.Reorder, cfg.Seed+1)
+	if testHookChain != nil {
+		upChain, downChain = testHookChain(upChain, downChain)
+	}
+	l.upSched = l.direction(l.client.tun, l.server.tun, upChain, l.up, pool)
+	l.downSched = l.direction(l.server.tun, l.client.tun, downChain, l.down, pool)
 	return l, nil
 }
+
+// testHookChain lets a test replace the stage chains (e.g. with a stage
+// that panics, to check that a forwarder crash tears the link down).
+var testHookChain func(up, down Chain) (Chain, Chain)
 
 // bufPool recycles packet buffers so the forwarder allocates nothing per
 // packet in steady state.
@@ -216,6 +232,9 @@ func (l *Link) Close() error {
 				errs = append(errs, s.close())
 			}
 		}
+		if l.realtime {
+			leaveRealtime()
+		}
 		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr
@@ -299,8 +318,14 @@ func (l *Link) ListenPacket(s Side, network, addr string) (net.PacketConn, error
 
 // Command returns a command that runs in a side's namespace. It enters the
 // namespace with nsenter(1) (util-linux), which execs the program, so the
-// process is the program itself and signals reach it directly.
+// process is the program itself and signals reach it directly; chrt -o 0
+// first drops the realtime policy the child would inherit.
 func (l *Link) Command(ctx context.Context, s Side, name string, args ...string) *exec.Cmd {
 	path := filepath.Join(NetnsDir, l.Namespace(s))
-	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + path, "--", name}, args...)...)
+	return exec.CommandContext(ctx, "chrt", append([]string{"-o", "0", "nsenter", "--net=" + path, "--", name}, args...)...)
 }
+
+var (
+	_ io.Closer = (*Link)(nil)
+	_ io.Closer = (*Proxy)(nil)
+)

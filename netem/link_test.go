@@ -1,0 +1,318 @@
+package netem
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/internal/testutil"
+)
+
+// startLink starts a link for a test and checks on cleanup that its
+// namespaces are gone.
+func startLink(t *testing.T, cfg Config) *Link {
+	t.Helper()
+	testutil.NeedRoot(t, "network namespaces and /dev/net/tun")
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("needs /dev/net/tun: %v", err)
+	}
+	l, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		assertGone(t, l.cfg.Name)
+	})
+	return l
+}
+
+// assertGone checks that no namespace named prefix* is left.
+func assertGone(t *testing.T, prefix string) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns list: %v %s", err, out)
+	}
+	if strings.Contains(string(out), prefix) {
+		t.Errorf("namespace %s* left behind:\n%s", prefix, out)
+	}
+	if _, err := os.Stat(NetnsDir + "/" + prefix + "-c"); err == nil {
+		t.Errorf("%s/%s-c left behind", NetnsDir, prefix)
+	}
+}
+
+var rttLine = regexp.MustCompile(`time=([0-9.]+) ms`)
+
+// pingRTTs pings the server side from the client namespace.
+func pingRTTs(t *testing.T, l *Link, count int, interval string) []float64 {
+	t.Helper()
+	testutil.NeedCmd(t, "ping")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := l.Command(ctx, ClientSide, "ping", "-n", "-c", strconv.Itoa(count), "-i", interval, "-W", "5", l.ServerAddr().String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	var rtts []float64
+	for _, m := range rttLine.FindAllStringSubmatch(string(out), -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		rtts = append(rtts, v)
+	}
+	if len(rtts) < count*9/10 {
+		t.Fatalf("only %d of %d ping replies:\n%s", len(rtts), count, out)
+	}
+	return rtts
+}
+
+func meanSD(x []float64) (float64, float64) {
+	var s, s2 float64
+	for _, v := range x {
+		s += v
+	}
+	m := s / float64(len(x))
+	for _, v := range x {
+		s2 += (v - m) * (v - m)
+	}
+	return m, math.Sqrt(s2 / float64(len(x)-1))
+}
+
+func TestLinkRTT(t *testing.T) {
+	l := startLink(t, Symmetric(Dir{Delay: 10 * time.Millisecond}))
+	rtts := pingRTTs(t, l, 30, "0.02")
+	m, _ := meanSD(rtts)
+	// Median is robust against a scheduling hiccup on a loaded machine.
+	med := median(rtts)
+	t.Logf("configured RTT 20 ms: mean %.2f ms, median %.2f ms", m, med)
+	if math.Abs(med-20) > 2 {
+		t.Errorf("median RTT %.2f ms, want 20 ms ± 10 %%", med)
+	}
+}
+
+func median(x []float64) float64 {
+	y := append([]float64(nil), x...)
+	for i := range y { // insertion sort: tiny inputs
+		for j := i; j > 0 && y[j] < y[j-1]; j-- {
+			y[j], y[j-1] = y[j-1], y[j]
+		}
+	}
+	return y[len(y)/2]
+}
+
+func TestLinkJitter(t *testing.T) {
+	// Jitter on one direction only, so the RTT's spread is exactly it.
+	cfg := Config{Up: Dir{Delay: 20 * time.Millisecond, Jitter: 5 * time.Millisecond}, Down: Dir{Delay: 20 * time.Millisecond}}
+	l := startLink(t, cfg)
+	rtts := pingRTTs(t, l, 200, "0.02")
+	m, sd := meanSD(rtts)
+	t.Logf("configured 40 ms ± σ 5 ms: mean %.2f ms, sd %.2f ms over %d", m, sd, len(rtts))
+	if sd < 3.75 || sd > 6.25 {
+		t.Errorf("RTT standard deviation %.2f ms, want 5 ms ± 25 %%", sd)
+	}
+	if math.Abs(m-40) > 4 {
+		t.Errorf("mean RTT %.2f ms, want 40 ms ± 10 %%", m)
+	}
+}
+
+func TestLinkTCPGoodput(t *testing.T) {
+	const rate = 50e6
+	l := startLink(t, Symmetric(Dir{Rate: rate, Delay: 5 * time.Millisecond}))
+	ln, err := l.Listen(ServerSide, "tcp", net.JoinHostPort(l.ServerAddr().String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var got atomic.Int64
+	var mark0, mark1 int64
+	recvDone := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			recvDone <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := c.Read(buf)
+			got.Add(int64(n))
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				recvDone <- err
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := l.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	sendDone := make(chan struct{})
+	go func() {
+		defer close(sendDone)
+		buf := make([]byte, 64<<10)
+		for i := 0; i < 1_000_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	// Skip slow start, then measure 3 s of steady state at the receiver.
+	time.Sleep(time.Second)
+	mark0 = got.Load()
+	t0 := time.Now()
+	time.Sleep(3 * time.Second)
+	mark1 = got.Load()
+	el := time.Since(t0)
+	close(stop)
+	c.Close()
+	<-sendDone
+	<-recvDone
+	goodput := float64(mark1-mark0) * 8 / el.Seconds()
+	frac := goodput / rate
+	t.Logf("goodput %.2f Mbit/s = %.1f %% of %.0f Mbit/s; counters %+v", goodput/1e6, 100*frac, rate/1e6, l.Counters().Up)
+	if frac < 0.85 || frac > 1.0 {
+		t.Errorf("TCP goodput %.1f %% of the rate, want 85-100 %%", 100*frac)
+	}
+}
+
+func TestLinkLoss(t *testing.T) {
+	const p = 0.01
+	l := startLink(t, Config{Up: Dir{Loss: p}})
+	srv, err := l.ListenPacket(ServerSide, "udp", net.JoinHostPort(l.ServerAddr().String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.(*net.UDPConn).SetReadBuffer(8 << 20)
+	var cl net.Conn
+	if err := l.RunClient(context.Background(), func() error {
+		var err error
+		cl, err = net.Dial("udp", srv.LocalAddr().String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 60000
+	recvd := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		k := 0
+		for {
+			srv.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, _, err := srv.ReadFrom(buf); err != nil {
+				recvd <- k
+				return
+			}
+			k++
+		}
+	}()
+	// ~20,000 packets/s in bursts of 100: modest enough that neither
+	// socket buffers nor the TUN queue drop anything themselves.
+	msg := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		if _, err := cl.Write(msg); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if i%100 == 99 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	k := <-recvd
+	measured := 1 - float64(k)/n
+	cs := l.Counters()
+	t.Logf("sent %d, received %d: loss %.3f %% (setting %.1f %%); link counted %d offered, %d lost", n, k, 100*measured, 100*p, cs.Up.Packets, cs.Up.DroppedLoss)
+	if measured < p/2 || measured > 2*p {
+		t.Errorf("measured loss %.4f, want within a factor 2 of %.4f", measured, p)
+	}
+}
+
+func TestLinksSideBySide(t *testing.T) {
+	// Two links at once with the same addresses: separate namespaces.
+	a := startLink(t, Symmetric(Dir{Delay: time.Millisecond}))
+	b := startLink(t, Symmetric(Dir{Delay: 5 * time.Millisecond}))
+	if a.Namespace(ClientSide) == b.Namespace(ClientSide) {
+		t.Fatal("two links share a namespace name")
+	}
+	ra, rb := median(pingRTTs(t, a, 5, "0.05")), median(pingRTTs(t, b, 5, "0.05"))
+	if !(ra < rb) || rb < 10 {
+		t.Errorf("rtt a %.2f ms, b %.2f ms: want a ~2 ms, b ~10 ms", ra, rb)
+	}
+}
+
+func TestForwarderPanicTearsDown(t *testing.T) {
+	testHookChain = func(up, down Chain) (Chain, Chain) {
+		return append(up, panicStage{}), down
+	}
+	defer func() { testHookChain = nil }()
+	l := startLink(t, Config{})
+	// The first packet up makes the forwarder panic.
+	_ = l.RunClient(context.Background(), func() error {
+		c, err := net.Dial("udp", net.JoinHostPort(l.ServerAddr().String(), "9"))
+		if err == nil {
+			c.Write([]byte("x"))
+			c.Close()
+		}
+		return err
+	})
+	select {
+	case err := <-l.Err():
+		if !strings.Contains(err.Error(), "panic") {
+			t.Errorf("Err: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no error after a forwarder panic")
+	}
+	for i := 0; i < 100; i++ { // Close runs in the background
+		if _, err := os.Stat(NetnsDir + "/" + l.cfg.Name + "-c"); os.IsNotExist(err) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assertGone(t, l.cfg.Name)
+}
+
+type panicStage struct{}
+
+func (panicStage) Name() string            { return "panic" }
+func (panicStage) Process(*Packet) Verdict { panic(fmt.Sprint("test: forwarder crash")) }
+
+func TestStartRefusesBeforeCreating(t *testing.T) {
+	name := fmt.Sprintf("ts-%d-bad", os.Getpid())
+	_, err := Start(context.Background(), Config{Name: name, Up: Dir{Loss: 3}})
+	if err == nil {
+		t.Fatal("loss 3 accepted")
+	}
+	if _, err := os.Stat(NetnsDir + "/" + name + "-c"); err == nil {
+		t.Error("namespace created for an invalid config")
+	}
+	if os.Geteuid() != 0 {
+		if _, err := Start(context.Background(), Config{}); err != ErrNotRoot {
+			t.Errorf("not root: %v", err)
+		}
+	}
+}
