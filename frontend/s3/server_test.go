@@ -444,3 +444,26 @@ func TestMetricsAndErrorMapping(t *testing.T) {
 		}
 	}
 }
+
+// fullStore fails every write with ErrNoSpace, as a full disk does.
+type fullStore struct{ store.Store }
+
+func (f fullStore) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, meta store.ObjectMeta) (store.ObjectInfo, error) {
+	io.CopyN(io.Discard, r, 10)
+	return store.ObjectInfo{}, fmt.Errorf("posix: write: %w", store.ErrNoSpace)
+}
+
+func TestFullDiskAndSkew(t *testing.T) {
+	ts := newTestServer(t)
+	wantStatus(t, ts.do(t, "PUT", "/fulldisk", nil, nil), 200)
+	wantStatus(t, ts.do(t, "PUT", "/fulldisk/old", []byte("acknowledged"), nil), 200)
+	ts.srv.st = fullStore{ts.st}
+	wantErr(t, ts.do(t, "PUT", "/fulldisk/old", []byte("replacement"), nil), 507, "InsufficientStorage")
+	if g := ts.do(t, "GET", "/fulldisk/old", nil, nil); g.status != 200 || string(g.body) != "acknowledged" {
+		t.Fatalf("acknowledged object after full-disk PUT: %d %q", g.status, g.body)
+	}
+	old := time.Now().Add(-time.Hour).UTC().Format("20060102T150405Z")
+	wantErr(t, ts.do(t, "GET", "/fulldisk/old", nil, map[string]string{
+		"Authorization": "AWS4-HMAC-SHA256 Credential=x/20200101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=00",
+		"X-Amz-Date":    old}), 403, "RequestTimeTooSkewed")
+}
