@@ -1,0 +1,277 @@
+// Package iscsipeers tests tristore's iSCSI target with peer tools:
+// libiscsi's iscsi-inq, iscsi-ls, iscsi-readcapacity16 and its target test
+// suite iscsi-test-cu (SCSI and iSCSI families, also run against tgt for
+// comparison), and qemu-img convert to and from iscsi:// URLs.
+package iscsipeers
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/blockdev/filelun"
+	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
+	"github.com/tristore/tristore/store/posix"
+)
+
+// target is our target serving one volume on 127.0.0.1.
+type target struct {
+	addr string
+	iqn  string
+	url  string // iscsi://addr/iqn/0
+	st   filelun.Store
+}
+
+func startOurs(t *testing.T, size int64, cfg iscsitgt.Config) *target {
+	t.Helper()
+	b, err := posix.Open(t.TempDir(), posix.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.CreateBucket(ctx, "vols", ""); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := filelun.AsStore(b)
+	if _, err := filelun.Create(ctx, st, "vols", "peer", size); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store = b
+	srv, err := iscsitgt.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		srv.Close()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("target did not stop")
+		}
+	})
+	iqn := iscsitgt.TargetName("vols", "peer")
+	addr := ln.Addr().String()
+	return &target{addr: addr, iqn: iqn, url: "iscsi://" + addr + "/" + iqn + "/0", st: st}
+}
+
+// freePort returns a currently unused TCP port on 127.0.0.1.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startTgt runs tgtd on 127.0.0.1 with its own control port (so it does
+// not collide with other tgtd instances) and one LUN (1) over a file of
+// size bytes with the rdwr backing store. It returns the LUN's URL.
+func startTgt(t *testing.T, backing string, size int64) string {
+	t.Helper()
+	port := freePort(t)
+	ctl := fmt.Sprint(100 + port%900)
+	if size > 0 {
+		if err := os.WriteFile(backing, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(backing, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("tgtd", "-f", "-C", ctl, "--iscsi", fmt.Sprintf("portal=127.0.0.1:%d", port))
+	log, _ := os.Create(filepath.Join(t.TempDir(), "tgtd.log"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("tgtd: %v", err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		tgtadm(ctl, "--op", "delete", "--mode", "system")
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-waited
+		}
+		log.Close()
+	})
+	iqn := "iqn.2026-11.io.tristore.test:tgt"
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := tgtadm(ctl, "--lld", "iscsi", "--op", "new", "--mode", "target", "--tid", "1", "-T", iqn)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tgtadm new target: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, args := range [][]string{
+		{"--lld", "iscsi", "--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1", "-b", backing, "--bstype", "rdwr"},
+		{"--lld", "iscsi", "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"},
+	} {
+		if err := tgtadm(ctl, args...); err != nil {
+			t.Fatalf("tgtadm %v: %v", args, err)
+		}
+	}
+	return fmt.Sprintf("iscsi://127.0.0.1:%d/%s/1", port, iqn)
+}
+
+func tgtadm(ctl string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "tgtadm", append([]string{"-C", ctl}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+func run(t *testing.T, timeout time.Duration, dir, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// cuResults maps "Suite.Test" to pass (true) or fail (false), and counts
+// the tests that passed only by skipping (the tool counts a skip as a pass).
+type cuResults struct {
+	tests   map[string]bool
+	skipped int
+}
+
+func (r cuResults) counts() (pass, fail int) {
+	for _, ok := range r.tests {
+		if ok {
+			pass++
+		} else {
+			fail++
+		}
+	}
+	return
+}
+
+func (r cuResults) failed() []string {
+	var out []string
+	for k, ok := range r.tests {
+		if !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runTestCU runs iscsi-test-cu for one family in XML mode and parses
+// CUnitAutomated-Results.xml.
+func runTestCU(t *testing.T, family, url string) cuResults {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "iscsi-test-cu", "--dataloss", "-x", "-t", family, url)
+	cmd.Dir = dir
+	// It exits non-zero when a test fails; the XML file says which.
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("iscsi-test-cu -t %s %s: %v\n%s", family, url, err, out)
+	}
+	res := parseCU(t, filepath.Join(dir, "CUnitAutomated-Results.xml"))
+	res.skipped = strings.Count(string(out), "[SKIPPED]")
+	return res
+}
+
+type cuXML struct {
+	Suites []struct {
+		Success *cuSuite `xml:"CUNIT_RUN_SUITE_SUCCESS"`
+		Failure *cuSuite `xml:"CUNIT_RUN_SUITE_FAILURE"`
+	} `xml:"CUNIT_RESULT_LISTING>CUNIT_RUN_SUITE"`
+}
+
+type cuSuite struct {
+	Name    string `xml:"SUITE_NAME"`
+	Records []struct {
+		Success *struct {
+			Name string `xml:"TEST_NAME"`
+		} `xml:"CUNIT_RUN_TEST_SUCCESS"`
+		Failure *struct {
+			Name string `xml:"TEST_NAME"`
+		} `xml:"CUNIT_RUN_TEST_FAILURE"`
+	} `xml:"CUNIT_RUN_TEST_RECORD"`
+}
+
+func parseCU(t *testing.T, path string) cuResults {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("iscsi-test-cu wrote no results: %v", err)
+	}
+	// The file declares a DTD we do not have; the decoder ignores it.
+	var x cuXML
+	d := xml.NewDecoder(strings.NewReader(string(b)))
+	d.Strict = false
+	if err := d.Decode(&x); err != nil {
+		t.Fatalf("parsing %s: %v", path, err)
+	}
+	res := cuResults{tests: map[string]bool{}}
+	for _, s := range x.Suites {
+		su := s.Success
+		if su == nil {
+			su = s.Failure
+		}
+		if su == nil {
+			continue
+		}
+		name := strings.TrimSpace(su.Name)
+		for _, r := range su.Records {
+			switch {
+			case r.Failure != nil:
+				res.tests[name+"."+strings.TrimSpace(r.Failure.Name)] = false
+			case r.Success != nil:
+				k := name + "." + strings.TrimSpace(r.Success.Name)
+				if _, seen := res.tests[k]; !seen {
+					res.tests[k] = true
+				}
+			}
+		}
+	}
+	if len(res.tests) == 0 {
+		t.Fatalf("no test results in %s", path)
+	}
+	return res
+}
+
+// runErr runs a command and returns its output and error.
+func runErr(timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
