@@ -110,6 +110,7 @@ type Node struct {
 	dev      blockdev.Device
 	readOnly bool
 	bs       int64
+	mtime    time.Time
 	// wmu: aligned writes hold it shared, read-modify-write holds it
 	// exclusively, so an RMW of an edge block never overwrites a
 	// concurrent aligned write to that block with stale data.
@@ -122,7 +123,7 @@ func NewNode(dev blockdev.Device, readOnly bool) *Node {
 	if bs <= 0 {
 		bs = 512
 	}
-	return &Node{dev: dev, readOnly: readOnly, bs: bs}
+	return &Node{dev: dev, readOnly: readOnly, bs: bs, mtime: time.Now()}
 }
 
 // Open hands out direct_io for O_DIRECT opens (no page cache for that
@@ -152,6 +153,7 @@ func (n *Node) fill(a *fuse.Attr) {
 	a.Blocks = (a.Size + 511) / 512
 	a.Blksize = uint32(n.bs)
 	a.Nlink = 1
+	a.SetTimes(nil, &n.mtime, &n.mtime)
 }
 
 // Setattr accepts mode/owner/time changes as no-ops and a truncate only to
