@@ -32,7 +32,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tristore/tristore/frontend"
 	"github.com/tristore/tristore/proto/nfs3"
@@ -53,6 +56,8 @@ type Options struct {
 	// MaxInFlight bounds concurrent calls per connection (default 64).
 	MaxInFlight int
 	Log         *slog.Logger
+	// Metrics, if set, receives per-procedure call counters and latencies.
+	Metrics prometheus.Registerer
 }
 
 // Limits the server advertises in FSINFO and enforces.
@@ -70,6 +75,7 @@ type Server struct {
 	exports []*Export
 	byID    map[uint32]*Export
 	verf    [nfs3.WriteVerfSize]byte // write verifier: boot time, changes on restart
+	metrics *metrics
 
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -107,6 +113,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Log, byID: map[uint32]*Export{},
 		conns: map[net.Conn]struct{}{}, mounts: map[mountKey]struct{}{}}
 	binary.BigEndian.PutUint64(s.verf[:], uint64(time.Now().UnixNano()))
+	m, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("nfs: metrics: %w", err)
+	}
+	s.metrics = m
 	seen := map[string]bool{}
 	for i := range opts.Exports {
 		e := opts.Exports[i]
@@ -308,7 +319,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		rec, err := sunrpc.ReadRecordInto(br, s.opts.MaxRecord, *bp)
 		if err != nil {
 			recordBufs.Put(bp)
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) && !errors.Is(err, syscall.ECONNRESET) {
 				s.log.Debug("nfs: dropping connection", "client", nc.RemoteAddr().String(), "err", err)
 			}
 			return
@@ -475,6 +486,7 @@ func (c *conn) handle(rec []byte) {
 		return
 	}
 	sunrpc.EncodeAccepted(w, call.XID, sunrpc.Success)
+	start := time.Now()
 	err = c.callProc(table[call.Proc], req, r, w)
 	if req.release != nil {
 		defer req.release()
@@ -491,6 +503,11 @@ func (c *conn) handle(rec []byte) {
 		sunrpc.EncodeAccepted(w, call.XID, stat)
 	}
 	c.send(w.Bytes(), req.tail...)
+	stat := "SUCCESS"
+	if err != nil {
+		stat = "ERROR"
+	}
+	c.s.metrics.observe(call.Prog, call.Proc, stat, start)
 }
 
 // callProc runs a procedure, turning a panic into SYSTEM_ERR so one bad

@@ -47,5 +47,6 @@ func buildNFS(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 		Exports:     exports,
 		PortmapAddr: cfg.GetString("nfs-portmap-addr"),
 		Log:         env.Log,
+		Metrics:     env.Metrics,
 	})
 }
