@@ -1,0 +1,5 @@
+package netemlink
+
+import "syscall"
+
+const syscallSIGTERM = syscall.SIGTERM
