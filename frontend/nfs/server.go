@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -131,7 +132,14 @@ func New(opts Options) (*Server, error) {
 			s.closeExports()
 			return nil, fmt.Errorf("nfs: export %s: %s is not a directory (create the bucket first)", e.Path, dir)
 		}
+		// The export id comes from the export's name, not the directory's
+		// absolute path, so handles stay valid if the data directory is
+		// moved or mounted elsewhere (kernel handles are relative to the
+		// file system, not to a path).
+		h := fnv.New32a()
+		h.Write([]byte(e.Path))
 		fs, err := vfs.Open(dir, vfs.Options{
+			ExportID: h.Sum32() | 1,
 			ReadOnly: e.ReadOnly,
 			IndexDir: filepath.Join(opts.DataDir, ".tristore", "vfs", "index"),
 		})
