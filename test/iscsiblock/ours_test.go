@@ -29,6 +29,12 @@ type ourTarget struct {
 
 func startOurs(t testing.TB, size int64, chap iscsitgt.CHAPConfig) *ourTarget {
 	t.Helper()
+	return startOursCfg(t, size, iscsitgt.Config{CHAP: chap})
+}
+
+// startOursCfg is startOurs with target options (window, NOP pings, ...).
+func startOursCfg(t testing.TB, size int64, tc iscsitgt.Config) *ourTarget {
+	t.Helper()
 	dir := t.TempDir()
 	b, err := posix.Open(dir, posix.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -45,7 +51,9 @@ func startOurs(t testing.TB, size int64, chap iscsitgt.CHAPConfig) *ourTarget {
 	if _, err := filelun.Create(ctx, st, "vols", "disk1", size); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := iscsitgt.New(iscsitgt.Config{Store: b, CHAP: chap, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tc.Store = b
+	tc.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := iscsitgt.New(tc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +171,31 @@ func TestInitiatorReconnectOurs(t *testing.T) {
 	tg := startOurs(t, 16<<20, iscsitgt.CHAPConfig{})
 	s := openURL(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, QueueDepth: 8, HeaderDigest: true, DataDigest: true})
 	reconnectCheck(t, s)
+}
+
+// TestInitiatorWindowPingsCancel: a target window (4) smaller than the
+// initiator's queue depth (32), NOP-In pings every 50 ms that the
+// initiator must answer or be dropped, and cancelled commands.
+func TestInitiatorWindowPingsCancel(t *testing.T) {
+	tg := startOursCfg(t, 16<<20, iscsitgt.Config{QueueDepth: 4, NopInterval: 50 * time.Millisecond, NopTimeout: time.Second})
+	s := openURL(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, QueueDepth: 32})
+	checkRW(t, s, 32, []int{4096, 64 << 10}, 21)
+	time.Sleep(1500 * time.Millisecond) // idle: only pings flow
+	ctx := testCtx(t)
+	if _, err := s.ReadAt(ctx, make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Reconnects(); n != 0 {
+		t.Fatalf("the target dropped us %d times: NOP-In pings not answered", n)
+	}
+	// Cancel big writes mid-flight; the session must stay usable.
+	for i := 0; i < 5; i++ {
+		cctx, cancel := context.WithTimeout(ctx, time.Duration(i)*time.Millisecond)
+		_, err := s.WriteAt(cctx, make([]byte, 8<<20), 0)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("cancelled write: %v", err)
+		}
+	}
+	checkRW(t, s, 8, []int{4096, 1 << 20}, 22)
 }
