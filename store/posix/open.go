@@ -124,6 +124,7 @@ func Open(root string, opts Options) (*Backend, error) {
 	}
 	if alone {
 		n, err := b.cleanup()
+		n += b.cleanupUploads()
 		if err != nil {
 			b.Close()
 			return nil, fmt.Errorf("posix: start-up cleanup: %w", err)
@@ -234,4 +235,24 @@ func (b *Backend) cleanup() (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// cleanupUploads removes upload directories without an info.json: a crash
+// hit CreateMultipart between making the directory and publishing its info,
+// so the upload ID was never returned to anyone.
+func (b *Backend) cleanupUploads() int {
+	ents, err := os.ReadDir(b.multipartDir())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		d := filepath.Join(b.multipartDir(), e.Name())
+		if _, err := os.Stat(filepath.Join(d, "info.json")); errors.Is(err, fs.ErrNotExist) {
+			if os.RemoveAll(d) == nil {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -129,6 +129,9 @@ func TestCleanupAtOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	orphan := filepath.Join(root, ".tristore", "multipart", strings.Repeat("ab", 16)) // no info.json
+	os.MkdirAll(orphan, 0o755)
+	leftovers = append(leftovers, orphan)
 	b2, err := posix.Open(root, posix.Options{})
 	if err != nil {
 		t.Fatal(err)
