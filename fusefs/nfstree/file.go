@@ -47,8 +47,18 @@ type handle struct {
 	buf  []byte     // write-behind buffer (formDefault)
 	bufO uint64     // file offset of buf[0]
 	un   *nfs.UnstableWriter
-	err  syscall.Errno // a failed background send, reported at flush/fsync
+	err  syscall.Errno // a failed send, reported at the next flush/fsync
+
+	// Full write-behind buffers are sent in the background (at most
+	// maxAsync at once) so the writer keeps filling the next one. They
+	// cover disjoint, ascending ranges: any other write drains them first.
+	bgSem chan struct{}
+	bgWG  sync.WaitGroup
+	bgMu  sync.Mutex
+	bgErr error
 }
+
+const maxAsync = 2
 
 func (n *Node) newHandle(flags uint32, a *nfs.Attr) (*handle, uint32) {
 	h := &handle{n: n, form: formDefault}
@@ -113,7 +123,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.buf) > 0 {
+	if len(h.buf) > 0 || h.bgSem != nil {
 		// Reads must see this handle's buffered writes.
 		if e := h.sendLocked(ctx); e != 0 {
 			return nil, e
@@ -174,11 +184,65 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	}
 	h.buf = append(h.buf, data...)
 	if len(h.buf) >= h.n.fsys.opts.WriteBehind {
-		if e := h.sendLocked(ctx); e != 0 {
+		if e := h.sendAsyncLocked(ctx); e != 0 {
 			return 0, e
 		}
 	}
 	return uint32(len(data)), 0
+}
+
+// sendAsyncLocked hands a full buffer to a background sender, waiting for
+// a free slot (backpressure) and committing first if too much is
+// uncommitted.
+func (h *handle) sendAsyncLocked(ctx context.Context) syscall.Errno {
+	if h.un.Pending() >= h.n.fsys.opts.CommitEvery {
+		if e := h.drainLocked(); e != 0 {
+			return e
+		}
+		if err := h.un.Commit(ctx); err != nil {
+			h.err = errno(err)
+			return h.err
+		}
+	}
+	if h.bgSem == nil {
+		h.bgSem = make(chan struct{}, maxAsync)
+	}
+	select {
+	case h.bgSem <- struct{}{}:
+	case <-ctx.Done():
+		return syscall.EINTR
+	}
+	data, off := h.buf, h.bufO
+	h.buf = nil
+	h.bgWG.Add(1)
+	// The FUSE request's context ends with the request; the send must not.
+	bctx := context.WithoutCancel(ctx)
+	go func() {
+		defer h.bgWG.Done()
+		defer func() { <-h.bgSem }()
+		if err := h.un.WriteAt(bctx, data, off, true); err != nil {
+			h.bgMu.Lock()
+			if h.bgErr == nil {
+				h.bgErr = err
+			}
+			h.bgMu.Unlock()
+		}
+	}()
+	return 0
+}
+
+// drainLocked waits for background sends and reports their first error.
+func (h *handle) drainLocked() syscall.Errno {
+	h.bgWG.Wait()
+	h.bgMu.Lock()
+	err := h.bgErr
+	h.bgErr = nil
+	h.bgMu.Unlock()
+	if err != nil {
+		h.err = errno(err)
+		return h.err
+	}
+	return 0
 }
 
 func (h *handle) writeStable(ctx context.Context, fh nfs.FH, off uint64, data []byte, how nfs.Stable) error {
@@ -213,7 +277,13 @@ func (h *handle) sendBuffered(ctx context.Context) syscall.Errno {
 // too much is uncommitted. The buffer is handed to the UnstableWriter (it
 // keeps it until COMMIT), so a fresh one is started.
 func (h *handle) sendLocked(ctx context.Context) syscall.Errno {
-	if len(h.buf) == 0 || h.un == nil {
+	if h.un == nil {
+		return 0
+	}
+	if e := h.drainLocked(); e != 0 {
+		return e
+	}
+	if len(h.buf) == 0 {
 		return 0
 	}
 	data, off := h.buf, h.bufO
@@ -235,6 +305,9 @@ func (h *handle) sendLocked(ctx context.Context) syscall.Errno {
 func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 	if h.un == nil {
 		return 0
+	}
+	if e := h.drainLocked(); e != 0 {
+		return e
 	}
 	wrote := h.un.Pending() > 0 || len(h.buf) > 0
 	if h.un.Pending() == 0 && len(h.buf) > 0 && len(h.buf) <= int(h.n.fsys.c.Wsize()) {

@@ -26,12 +26,12 @@ import (
 
 // mountFUSE mounts tg through nfstree on a fresh directory. The returned
 // function unmounts (idempotent); t.Cleanup also unmounts, lazily if busy.
-func mountFUSE(t *testing.T, tg *target, opts nfstree.Options) (string, func()) {
+func mountFUSE(t testing.TB, tg *target, opts nfstree.Options) (string, func()) {
 	dir, unmount, _ := mountFUSETree(t, tg, opts)
 	return dir, unmount
 }
 
-func mountFUSETree(t *testing.T, tg *target, opts nfstree.Options) (string, func(), *nfstree.FS) {
+func mountFUSETree(t testing.TB, tg *target, opts nfstree.Options) (string, func(), *nfstree.FS) {
 	t.Helper()
 	testutil.NeedRoot(t, "FUSE mounts (mount(2) directly) need root")
 	if _, err := os.Stat("/dev/fuse"); err != nil {
