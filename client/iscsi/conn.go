@@ -27,6 +27,7 @@ func snLE(a, b uint32) bool { return a == b || snLT(a, b) }
 // waiting for it, so many commands are in flight at once.
 type conn struct {
 	pc         *proto.Conn
+	w          *batchWriter
 	params     proto.Params
 	targetKeys []proto.KV
 	lun        uint64
@@ -75,10 +76,12 @@ func newConn(pc *proto.Conn, st *loginState, lun uint64, log *slog.Logger) *conn
 	// Digests start with the first PDU after the final login response;
 	// our read limit is what we declared, with slack for targets that
 	// count padding.
+	wopt := proto.Options{HeaderDigest: st.params.HeaderDigest, DataDigest: st.params.DataDigest}
 	pc.SetOptions(
 		proto.Options{HeaderDigest: st.params.HeaderDigest, DataDigest: st.params.DataDigest,
 			MaxRecvDataSegmentLength: st.params.MaxRecvDataSegmentLengthLocal},
-		proto.Options{HeaderDigest: st.params.HeaderDigest, DataDigest: st.params.DataDigest})
+		wopt)
+	c.w = &batchWriter{nc: pc.NetConn(), opt: wopt}
 	go c.readLoop()
 	return c
 }
@@ -265,7 +268,7 @@ func (c *conn) nopReply(in *proto.PDU) {
 	out := &proto.PDU{Opcode: proto.OpNOPOut, Immediate: true, Final: true, LUN: in.LUN,
 		ITT: proto.ReservedTag, TTT: in.TTT, CmdSN: c.cmdSN, ExpStatSN: c.expStatSN}
 	c.mu.Unlock()
-	if err := c.pc.WritePDU(out); err != nil {
+	if err := c.w.write(out); err != nil {
 		c.fail(fmt.Errorf("%w: NOP-Out: %v", errConnLost, err))
 	}
 }
@@ -298,7 +301,7 @@ func (c *conn) sendCommand(ctx context.Context, p *proto.PDU) error {
 			// the window may also open via a NOP-In we answered; re-check
 		}
 	}
-	if err := c.pc.WritePDU(p); err != nil {
+	if err := c.w.write(p); err != nil {
 		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 		return errConnLost
 	}
@@ -322,7 +325,7 @@ func (c *conn) sendData(t *task, out []byte, off, n int, ttt uint32) error {
 		p := &proto.PDU{Opcode: proto.OpDataOut, Final: pos+l == off+n, LUN: c.lun, ITT: t.itt, TTT: ttt,
 			ExpStatSN: exp, DataSN: sn, BufferOffset: uint32(pos), Data: out[pos : pos+l]}
 		sn++
-		if err := c.pc.WritePDU(p); err != nil {
+		if err := c.w.write(p); err != nil {
 			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 			return errConnLost
 		}
