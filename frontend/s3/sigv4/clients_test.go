@@ -67,13 +67,13 @@ func TestAWSSDKPutObjectChecksum(t *testing.T) {
 			ChecksumAlgorithm: tc.alg,
 		})
 		if err != nil {
-			t.Fatalf("%s: PutObject: %v (server errors %v)", tc.name, err, rec.errs)
+			_, _, errs := rec.last()
+			t.Fatalf("%s: PutObject: %v (server errors %v)", tc.name, err, errs)
 		}
-		if got := rec.bodies["/bucket/"+tc.name]; !bytes.Equal(got, data) {
+		if got := rec.body("/bucket/" + tc.name); !bytes.Equal(got, data) {
 			t.Fatalf("%s: stored %d bytes, want %d", tc.name, len(got), len(data))
 		}
-		last := rec.payloads[len(rec.payloads)-1]
-		tr := rec.trailers[len(rec.trailers)-1]
+		last, tr, _ := rec.last()
 		t.Logf("%s: payload mode %s, trailer %v", tc.name, last, tr)
 		if tc.size > 0 && (!strings.HasPrefix(last, "STREAMING-") || len(tr) == 0) {
 			t.Errorf("%s: expected a streaming upload with a trailer, got %s %v", tc.name, last, tr)
@@ -85,7 +85,7 @@ func TestAWSSDKPutObjectChecksum(t *testing.T) {
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket"), Key: aws.String("seekable"), Body: bytes.NewReader(data)}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(rec.bodies["/bucket/seekable"], data) {
+	if !bytes.Equal(rec.body("/bucket/seekable"), data) {
 		t.Fatal("seekable body differs")
 	}
 	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket"), Key: aws.String("seekable")})
@@ -133,13 +133,14 @@ func TestMinioStreaming(t *testing.T) {
 		}
 		key := "minio-" + map[bool]string{false: "plain", true: "trailer"}[trailing]
 		if _, err := mc.PutObject(context.Background(), "bucket", key, bytes.NewReader(data), int64(len(data)), opts); err != nil {
-			t.Fatalf("%s: %v (server errors %v)", key, err, rec.errs)
+			_, _, errs := rec.last()
+			t.Fatalf("%s: %v (server errors %v)", key, err, errs)
 		}
-		if !bytes.Equal(rec.bodies["/bucket/"+key], data) {
+		if !bytes.Equal(rec.body("/bucket/"+key), data) {
 			t.Fatalf("%s: body differs", key)
 		}
-		last := rec.payloads[len(rec.payloads)-1]
-		t.Logf("%s: payload mode %s trailer %v", key, last, rec.trailers[len(rec.trailers)-1])
+		last, tr, _ := rec.last()
+		t.Logf("%s: payload mode %s trailer %v", key, last, tr)
 		want := StreamingPayload
 		if trailing {
 			want = StreamingPayloadTrail

@@ -116,3 +116,29 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 	}
 }
+
+// body returns what was stored at path (under the lock: the server runs in
+// other goroutines).
+func (rc *recorder) body(path string) []byte {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.bodies[path]
+}
+
+// last returns the latest payload mode and trailer, and the errors so far.
+func (rc *recorder) last() (string, http.Header, []string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	p, tr := "", http.Header(nil)
+	if n := len(rc.payloads); n > 0 {
+		p, tr = rc.payloads[n-1], rc.trailers[n-1]
+	}
+	return p, tr, append([]string(nil), rc.errs...)
+}
+
+// snapshot copies the payload modes seen so far.
+func (rc *recorder) snapshot() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.payloads...)
+}

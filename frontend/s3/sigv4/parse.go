@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// authParams are the parts of a SigV4 signature, from either the
-// Authorization header or a presigned query string.
-type authParams struct {
+// Params are the parts of a SigV4 signature, from either the
+// Authorization header or a presigned query string (exported for tests,
+// fuzzing and diagnostics).
+type Params struct {
 	AccessKey     string
 	Date          string // yyyymmdd of the credential scope
 	Region        string
@@ -21,7 +22,7 @@ type authParams struct {
 	Expires time.Duration
 }
 
-func (a *authParams) scope() string {
+func (a *Params) scope() string {
 	return a.Date + "/" + a.Region + "/" + a.Service + "/aws4_request"
 }
 
@@ -89,8 +90,8 @@ func isHexSig(s string) bool {
 //	AWS4-HMAC-SHA256 Credential=AKID/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=<64 hex>
 //
 // Components may be separated by "," with or without spaces, in any order.
-func ParseAuthorization(h string) (authParams, *Error) {
-	var a authParams
+func ParseAuthorization(h string) (Params, *Error) {
+	var a Params
 	alg, rest, ok := strings.Cut(strings.TrimSpace(h), " ")
 	if !ok {
 		if strings.HasPrefix(h, "AWS ") || h == "AWS" {
@@ -149,8 +150,8 @@ func ParseAuthorization(h string) (authParams, *Error) {
 }
 
 // ParsePresigned parses the X-Amz-* parameters of a presigned URL query.
-func ParsePresigned(q url.Values) (authParams, *Error) {
-	var a authParams
+func ParsePresigned(q url.Values) (Params, *Error) {
+	var a Params
 	for _, k := range []string{"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature"} {
 		if len(q[k]) > 1 {
 			return a, errQueryMalformed("Query-string authentication parameter " + k + " appears more than once.")

@@ -61,7 +61,7 @@ func TestPeerBoto3(t *testing.T) {
 			t.Fatalf("boto3: %s", out)
 		}
 		modes := map[string]int{}
-		for _, p := range rec.payloads {
+		for _, p := range rec.snapshot() {
 			modes[p[:min(len(p), 20)]]++
 		}
 		t.Logf("boto3 tls=%v: payload modes %v", tls, modes)
@@ -87,7 +87,7 @@ func TestPeerAWSCLI(t *testing.T) {
 			t.Fatalf("aws cli %q: round trip differs", k)
 		}
 	}
-	t.Logf("aws cli payload modes: %v", rec.payloads[:2])
+	t.Logf("aws cli payload modes: %v", rec.snapshot()[:2])
 }
 
 func TestPeerS3cmd(t *testing.T) {
@@ -105,8 +105,8 @@ func TestPeerS3cmd(t *testing.T) {
 	os.WriteFile(src, data, 0o644)
 	for _, k := range peerKeys {
 		runPeer(t, s3cmd, nil, "-c", conf, "--no-check-md5", "--disable-multipart", "put", src, "s3://bucket/"+k)
-		if got := rec.bodies["/bucket/"+k]; !bytes.Equal(got, data) {
-			t.Fatalf("s3cmd %q: stored %d bytes (have %v)", k, len(got), keysOf(rec.bodies))
+		if got := rec.body("/bucket/" + k); !bytes.Equal(got, data) {
+			t.Fatalf("s3cmd %q: stored %d bytes (have %v)", k, len(got), rec.keys())
 		}
 	}
 }
@@ -127,15 +127,17 @@ func TestPeerRclone(t *testing.T) {
 	remote := "ts:"
 	for _, k := range peerKeys {
 		runPeer(t, rclone, env, "copyto", "--s3-no-check-bucket", "--retries", "1", "--low-level-retries", "1", src, remote+"bucket/"+k)
-		if got := rec.bodies["/bucket/"+k]; !bytes.Equal(got, data) {
-			t.Fatalf("rclone %q: stored %d bytes (have %v)", k, len(got), keysOf(rec.bodies))
+		if got := rec.body("/bucket/" + k); !bytes.Equal(got, data) {
+			t.Fatalf("rclone %q: stored %d bytes (have %v)", k, len(got), rec.keys())
 		}
 	}
 }
 
-func keysOf(m map[string][]byte) []string {
+func (rc *recorder) keys() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	var out []string
-	for k := range m {
+	for k := range rc.bodies {
 		out = append(out, k)
 	}
 	return out

@@ -186,7 +186,7 @@ func TestSDKPresign(t *testing.T) {
 	rec := newRecorder(v)
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	rec.bodies["/bucket/o b+j"] = []byte("content")
+	rec.bodies["/bucket/o b+j"] = []byte("content") // before the server sees requests
 	presign := func(method, key string, expires time.Duration, at time.Time, hdr http.Header) (string, http.Header) {
 		u := srv.URL + "/bucket/" + escapeKey(key) + "?X-Amz-Expires=" + fmt.Sprint(int(expires/time.Second))
 		req, _ := http.NewRequest(method, u, nil)
@@ -248,7 +248,7 @@ func TestSDKPresign(t *testing.T) {
 	if st, code := doReq(t, req); st != 200 {
 		t.Fatalf("presigned PUT: %d %s", st, code)
 	}
-	if got := string(rec.bodies["/bucket/up/loaded"]); got != "via presigned put" {
+	if got := string(rec.body("/bucket/up/loaded")); got != "via presigned put" {
 		t.Fatalf("stored %q", got)
 	}
 }

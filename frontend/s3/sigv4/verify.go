@@ -51,7 +51,7 @@ func signingTime(r *http.Request) (time.Time, string, *Error) {
 	return time.Time{}, "", errAccessDenied("AWS authentication requires a valid Date or x-amz-date header")
 }
 
-func (v *Verifier) checkScope(a *authParams, header bool) *Error {
+func (v *Verifier) checkScope(a *Params, header bool) *Error {
 	if v.region != "" && a.Region != v.region {
 		msg := "the region '" + a.Region + "' is wrong; expecting '" + v.region + "'"
 		if header {
@@ -96,7 +96,7 @@ func signedHeaderValues(r *http.Request, names []string) ([]string, bool) {
 
 // matchSignature computes the expected signature for every canonical URI
 // candidate and reports whether one matches.
-func (v *Verifier) matchSignature(r *http.Request, a *authParams, key []byte, amzDate, query string, vals []string, payload string) bool {
+func (v *Verifier) matchSignature(r *http.Request, a *Params, key []byte, amzDate, query string, vals []string, payload string) bool {
 	for _, uri := range canonicalURIs(r.URL) {
 		cr := canonicalRequest(r.Method, uri, query, a.SignedHeaders, vals, payload)
 		sts := stringToSign(amzDate, a.scope(), cr)
@@ -220,7 +220,7 @@ func containsStr(list []string, s string) bool {
 
 // wrapBody replaces r.Body with a reader that checks the payload as it is
 // read, according to res.Payload.
-func (v *Verifier) wrapBody(r *http.Request, res *Result, a *authParams, key []byte, amzDate string) *Error {
+func (v *Verifier) wrapBody(r *http.Request, res *Result, a *Params, key []byte, amzDate string) *Error {
 	switch res.Payload {
 	case UnsignedPayload:
 		if r.Body != nil {
