@@ -12,9 +12,10 @@ const Rate12MiB = 12.5 * 8 * (1 << 20)
 
 // Preset is a named link setting.
 type Preset struct {
-	Name string
-	Help string
-	Dir  Dir // applied to both directions
+	Name    string
+	Help    string
+	Dir     Dir  // applied to both directions
+	Reorder bool // jitter may reorder packets
 }
 
 // Presets are named after seed 000's three network conditions, plus a few
@@ -22,12 +23,12 @@ type Preset struct {
 // each way, and "±10 ms normal jitter" on the round trip is 10/√2 ≈ 7.07 ms
 // of standard deviation each way. Loss applies to each direction.
 var Presets = map[string]Preset{
-	"ideal":     {"ideal", "seed 000 'ideal': 12.5 MiB/s, no delay, jitter or loss", Dir{Rate: Rate12MiB}},
-	"delay":     {"delay", "seed 000 'delay': 12.5 MiB/s, 50 ms RTT", Dir{Rate: Rate12MiB, Delay: 25 * time.Millisecond}},
-	"realistic": {"realistic", "seed 000 'realistic': 12.5 MiB/s, 50 ms RTT, 0.1 % loss, RTT jitter σ 10 ms (normal)", Dir{Rate: Rate12MiB, Delay: 25 * time.Millisecond, Jitter: 7071 * time.Microsecond, Loss: 0.001}},
-	"lan":       {"lan", "1 Gbit/s, 0.2 ms RTT", Dir{Rate: 1e9, Delay: 100 * time.Microsecond}},
-	"wifi":      {"wifi", "50 Mbit/s, 6 ms RTT, RTT jitter σ 2.8 ms, 0.5 % loss", Dir{Rate: 50e6, Delay: 3 * time.Millisecond, Jitter: 2 * time.Millisecond, Loss: 0.005}},
-	"wan":       {"wan", "100 Mbit/s, 40 ms RTT, RTT jitter σ 1.4 ms, 0.01 % loss", Dir{Rate: 100e6, Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.0001}},
+	"ideal":     {"ideal", "seed 000 'ideal': 12.5 MiB/s, no delay, jitter or loss", Dir{Rate: Rate12MiB}, false},
+	"delay":     {"delay", "seed 000 'delay': 12.5 MiB/s, 50 ms RTT", Dir{Rate: Rate12MiB, Delay: 25 * time.Millisecond}, false},
+	"realistic": {"realistic", "seed 000 'realistic': 12.5 MiB/s, 50 ms RTT, 0.1 % loss, RTT jitter σ 10 ms (normal, reordering as WANem/netem)", Dir{Rate: Rate12MiB, Delay: 25 * time.Millisecond, Jitter: 7071 * time.Microsecond, Loss: 0.001}, true},
+	"lan":       {"lan", "1 Gbit/s, 0.2 ms RTT", Dir{Rate: 1e9, Delay: 100 * time.Microsecond}, false},
+	"wifi":      {"wifi", "50 Mbit/s, 6 ms RTT, RTT jitter σ 2.8 ms, 0.5 % loss", Dir{Rate: 50e6, Delay: 3 * time.Millisecond, Jitter: 2 * time.Millisecond, Loss: 0.005}, false},
+	"wan":       {"wan", "100 Mbit/s, 40 ms RTT, RTT jitter σ 1.4 ms, 0.01 % loss", Dir{Rate: 100e6, Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.0001}, false},
 }
 
 // PresetNames lists the presets in a stable order.
@@ -46,5 +47,7 @@ func PresetConfig(name string) (Config, error) {
 	if !ok {
 		return Config{}, fmt.Errorf("%w: unknown preset %q (have %v)", ErrInvalid, name, PresetNames())
 	}
-	return Symmetric(p.Dir), nil
+	c := Symmetric(p.Dir)
+	c.Reorder = p.Reorder
+	return c, nil
 }

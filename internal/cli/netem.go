@@ -69,7 +69,8 @@ func addLinkFlags(fs *pflag.FlagSet) {
 	fs.String("server-addr", "192.0.2.2", "server address (TEST-NET)")
 	fs.Int("prefix-len", 24, "prefix length of the link subnet")
 	fs.String("name", "", "namespace name prefix (must start with ts-; default ts-<pid>-<random>)")
-	fs.Bool("reorder", false, "let jitter reorder packets")
+	fs.String("reorder", "", "let jitter reorder packets: true or false (default: the preset's; only realistic reorders)")
+	fs.Lookup("reorder").NoOptDefVal = "true"
 	fs.Uint64("seed", 0, "random seed for loss and jitter (0 = from the clock)")
 	fs.Bool("json", false, "print the counters as JSON instead of a table")
 }
@@ -140,7 +141,15 @@ func linkConfig() (netem.Config, error) {
 	}
 	c.PrefixLen = cfg.GetInt("prefix-len")
 	c.Name = cfg.GetString("name")
-	c.Reorder = cfg.GetBool("reorder")
+	switch r := cfg.GetString("reorder"); r {
+	case "":
+	case "true", "1", "yes":
+		c.Reorder = true
+	case "false", "0", "no":
+		c.Reorder = false
+	default:
+		return c, fmt.Errorf("%w: --reorder %q: want true or false", netem.ErrInvalid, r)
+	}
 	c.Seed = cfg.GetUint64("seed")
 	return c, c.Validate()
 }
@@ -480,12 +489,12 @@ func newNetemPresetsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "preset\trate\tone-way delay\tone-way jitter σ\tloss\tdescription")
+			fmt.Fprintln(tw, "preset\trate\tone-way delay\tone-way jitter σ\tloss\treorder\tdescription")
 			for _, n := range netem.PresetNames() {
 				p := netem.Presets[n]
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%g%%\t%s\n", n, netem.FormatRate(p.Dir.Rate), p.Dir.Delay, p.Dir.Jitter, p.Dir.Loss*100, p.Help)
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%g%%\t%v\t%s\n", n, netem.FormatRate(p.Dir.Rate), p.Dir.Delay, p.Dir.Jitter, p.Dir.Loss*100, p.Reorder, p.Help)
 			}
-			fmt.Fprintln(tw, "custom\t--rate\t--delay\t--jitter\t--loss\tany preset plus flags; --up-*/--down-* for one direction")
+			fmt.Fprintln(tw, "custom\t--rate\t--delay\t--jitter\t--loss\t--reorder\tany preset plus flags; --up-*/--down-* for one direction")
 			return tw.Flush()
 		},
 	}
