@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	proto "github.com/tristore/tristore/proto/iscsi"
@@ -45,6 +46,8 @@ type conn struct {
 	nextITT   uint32
 	logout    chan *proto.PDU
 
+	lastRecv atomic.Int64 // unix nanoseconds of the last PDU from the target
+
 	dead     chan struct{}
 	deadOnce sync.Once
 	deadErr  error
@@ -82,6 +85,7 @@ func newConn(pc *proto.Conn, st *loginState, lun uint64, log *slog.Logger) *conn
 			MaxRecvDataSegmentLength: st.params.MaxRecvDataSegmentLengthLocal},
 		wopt)
 	c.w = &batchWriter{nc: pc.NetConn(), opt: wopt}
+	c.lastRecv.Store(time.Now().UnixNano())
 	go c.readLoop()
 	return c
 }
@@ -184,6 +188,7 @@ func (c *conn) readLoop() {
 			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 			return
 		}
+		c.lastRecv.Store(time.Now().UnixNano())
 		c.updateSN(p)
 		if err := c.dispatch(p); err != nil {
 			c.log.Warn("iscsi: dropping connection", "err", err)
@@ -381,5 +386,48 @@ func (c *conn) logoutAndClose(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("iscsi: logout: %w", ctx.Err())
+	}
+}
+
+// pinger probes a silent target with NOP-Out (ITT set, so the target must
+// answer with NOP-In) and drops the connection when even that goes
+// unanswered; the session then logs in again and re-issues its commands.
+func (c *conn) pinger(interval, timeout time.Duration) {
+	tick := time.NewTicker(min(interval, timeout) / 2)
+	defer tick.Stop()
+	var sent time.Time
+	for {
+		select {
+		case <-c.dead:
+			return
+		case <-tick.C:
+		}
+		last := time.Unix(0, c.lastRecv.Load())
+		switch {
+		case !sent.IsZero() && last.After(sent):
+			sent = time.Time{} // answered (or other traffic arrived)
+		case !sent.IsZero() && time.Since(sent) > timeout:
+			c.fail(fmt.Errorf("%w: no answer to NOP-Out for %v", errConnLost, timeout))
+			return
+		case sent.IsZero() && time.Since(last) > interval:
+			t := c.newTask(nil, false)
+			p := &proto.PDU{Opcode: proto.OpNOPOut, Immediate: true, Final: true, LUN: c.lun, ITT: t.itt, TTT: proto.ReservedTag}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err := c.sendCommand(ctx, p)
+			cancel()
+			if err != nil {
+				c.finish(t, nil, err)
+				return
+			}
+			sent = time.Now()
+			go func() {
+				select {
+				case <-t.done:
+				case <-c.dead:
+				case <-time.After(2 * timeout):
+					c.finish(t, nil, errConnLost)
+				}
+			}()
+		}
 	}
 }

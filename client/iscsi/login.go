@@ -65,6 +65,12 @@ type Config struct {
 	// ReconnectTimeout bounds how long a dropped session keeps trying to
 	// log in again before commands fail (default 30s; negative disables).
 	ReconnectTimeout time.Duration
+	// PingInterval: after this long without hearing from the target the
+	// connection is probed with a NOP-Out; if nothing arrives within
+	// PingTimeout it is dropped and the session logs in again, so a hung
+	// target does not hang I/O forever (defaults 10s and 15s; negative
+	// PingInterval disables).
+	PingInterval, PingTimeout time.Duration
 	// MaxIOSize caps one SCSI command's transfer; larger I/O is split
 	// into several commands in flight (default 1 MiB).
 	MaxIOSize int
@@ -115,6 +121,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if o.ReconnectTimeout == 0 {
 		o.ReconnectTimeout = 30 * time.Second
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 10 * time.Second
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = 15 * time.Second
 	}
 	if o.MaxIOSize <= 0 {
 		o.MaxIOSize = 1 << 20

@@ -56,7 +56,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.c = newConn(pc, st, s.lun, s.log)
+	s.c = s.newConn(pc, st)
 	return s, nil
 }
 
@@ -89,7 +89,11 @@ func (s *Session) current(ctx context.Context) (*conn, error) {
 		s.mu.Unlock()
 		if recon == nil {
 			if c == nil {
-				return nil, fmt.Errorf("iscsi: session lost: %w", s.reconErr)
+				// An earlier reconnect gave up: try again for this caller.
+				if err := s.reconnect(ctx, nil); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			return c, nil
 		}
@@ -152,7 +156,7 @@ func (s *Session) reconnect(ctx context.Context, old *conn) error {
 		var st *loginState
 		pc, st, err = dialLogin(rctx, &s.cfg, s.isid, false)
 		if err == nil {
-			nc = newConn(pc, st, s.lun, s.log)
+			nc = s.newConn(pc, st)
 			break
 		}
 		s.log.Warn("iscsi: reconnect failed", "attempt", attempt+1, "err", err)
@@ -234,4 +238,12 @@ func (s *Session) TargetKeys() []proto.KV {
 		return nil
 	}
 	return s.c.targetKeys
+}
+
+func (s *Session) newConn(pc *proto.Conn, st *loginState) *conn {
+	c := newConn(pc, st, s.lun, s.log)
+	if s.cfg.PingInterval > 0 {
+		go c.pinger(s.cfg.PingInterval, s.cfg.PingTimeout)
+	}
+	return c
 }
