@@ -3,6 +3,8 @@ package nfstree
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"syscall"
 
@@ -111,11 +113,30 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 
 func ptr(v uint32) *uint32 { return &v }
 
-// Unlink implements fs.NodeUnlinker.
+// Unlink implements fs.NodeUnlinker. A file that is still open here is
+// renamed to a hidden name instead and removed at its last close (the
+// kernel NFS client's "silly rename"), so open descriptors keep working as
+// POSIX promises.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
-	err := n.fsys.c.Remove(ctx, n.handle(), name)
-	n.forgetPlus()
-	return errno(err)
+	defer n.forgetPlus()
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*Node); ok {
+			cn.mu.Lock()
+			open := cn.opens > 0 && cn.sillyName == ""
+			cn.mu.Unlock()
+			if open {
+				hidden := fmt.Sprintf(".nfs%016x%08x", ch.StableAttr().Ino, rand.Uint32())
+				if err := n.fsys.c.Rename(ctx, n.handle(), name, n.handle(), hidden); err != nil {
+					return errno(err)
+				}
+				cn.mu.Lock()
+				cn.sillyDir, cn.sillyName = n.handle(), hidden
+				cn.mu.Unlock()
+				return 0
+			}
+		}
+	}
+	return errno(n.fsys.c.Remove(ctx, n.handle(), name))
 }
 
 // Rmdir implements fs.NodeRmdirer.

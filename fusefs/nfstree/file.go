@@ -79,6 +79,7 @@ func (n *Node) newHandle(flags uint32, a *nfs.Attr) (*handle, uint32) {
 		h.form, h.how = formSync, nfs.DataSync
 	}
 	n.mu.Lock()
+	n.opens++
 	if h.form != formDirect && a != nil && a.Size == n.seenSize && a.Mtime.Equal(n.seenMtime) {
 		// Close-to-open: unchanged since we last looked, keep the cache.
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
@@ -372,9 +373,23 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	e := h.commitLocked(ctx)
 	h.mu.Unlock()
-	h.n.mu.Lock()
-	delete(h.n.writers, h)
-	h.n.mu.Unlock()
+	n := h.n
+	n.mu.Lock()
+	delete(n.writers, h)
+	n.opens--
+	var sillyDir nfs.FH
+	var sillyName string
+	if n.opens == 0 && n.sillyName != "" {
+		sillyDir, sillyName = n.sillyDir, n.sillyName
+		n.sillyDir, n.sillyName = nil, ""
+	}
+	n.mu.Unlock()
+	if sillyName != "" {
+		// Last close of a file unlinked while open: remove it for real.
+		if err := n.fsys.c.Remove(context.WithoutCancel(ctx), sillyDir, sillyName); err != nil && e == 0 {
+			e = errno(err)
+		}
+	}
 	return e
 }
 

@@ -94,6 +94,11 @@ type Node struct {
 	// sends right after a readdir (ls -l) cost no round trip.
 	plus     map[string]nfs.DirEntry
 	plusTime time.Time
+	// opens counts open handles; silly is where an unlinked-while-open
+	// file was renamed to (see Unlink), removed at the last close.
+	opens     int
+	sillyDir  nfs.FH
+	sillyName string
 }
 
 // New builds the root node for c, which must be mounted (c.Root() set).
@@ -329,7 +334,14 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			return nil, errno(err)
 		}
 	}
-	list := make([]fuse.DirEntry, 0, len(ents))
+	list := make([]fuse.DirEntry, 0, len(ents)+2)
+	self := n.StableAttr().Ino
+	parent := self
+	if _, p := n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	list = append(list, fuse.DirEntry{Name: ".", Ino: self, Mode: syscall.S_IFDIR},
+		fuse.DirEntry{Name: "..", Ino: parent, Mode: syscall.S_IFDIR})
 	plus := make(map[string]nfs.DirEntry, len(ents))
 	for _, e := range ents {
 		if e.Name == "." || e.Name == ".." {

@@ -404,3 +404,55 @@ func TestFUSEServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// testUnlinkOpen: a file unlinked while open stays readable and writable
+// through its descriptor (silly rename) and is gone at the last close;
+// directory listings carry "." and "..".
+func testUnlinkOpen(t *testing.T, tg *target) {
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{})
+	d := filepath.Join(mnt, "silly")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d, "f")
+	if err := os.WriteFile(p, []byte("still here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("stat after unlink: %v", err)
+	}
+	buf := make([]byte, 10)
+	if n, err := f.ReadAt(buf, 0); err != nil || string(buf[:n]) != "still here" {
+		t.Fatalf("read through the fd after unlink: %q %v", buf[:n], err)
+	}
+	if _, err := f.WriteAt([]byte("STILL"), 0); err != nil {
+		t.Fatalf("write through the fd after unlink: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// FUSE sends RELEASE asynchronously after close(2): wait for it (bounded).
+	var ents []os.DirEntry
+	for i := 0; i < 100; i++ {
+		if ents, err = os.ReadDir(filepath.Join(tg.Dir, "silly")); err != nil || len(ents) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || len(ents) != 0 {
+		t.Fatalf("server dir after last close: %d entries (%v)", len(ents), err)
+	}
+	out, err := exec.Command("ls", "-a", d).Output()
+	if err != nil || strings.Join(strings.Fields(string(out)), " ") != ". .." {
+		t.Fatalf("ls -a of an empty dir: %q %v", out, err)
+	}
+}
+
+func TestFUSEUnlinkOpen(t *testing.T) { forEachTarget(t, testUnlinkOpen) }
