@@ -242,9 +242,16 @@ func TestSDKPresign(t *testing.T) {
 	if st, code := get(pu.String(), h); st != 403 || code != "SignatureDoesNotMatch" {
 		t.Fatalf("tampered: %d %s", st, code)
 	}
+	// An unsigned x-amz-* header added by the URL's holder is refused.
+	u, _ = presign("PUT", "acl-sneak", time.Hour, time.Now(), nil)
+	req, _ := http.NewRequest("PUT", u, strings.NewReader("x"))
+	req.Header.Set("X-Amz-Acl", "public-read-write")
+	if st, code := doReq(t, req); st != 403 || code != "AccessDenied" {
+		t.Fatalf("unsigned x-amz-acl: %d %s", st, code)
+	}
 	// Presigned PUT with a body.
 	u, h = presign("PUT", "up/loaded", time.Hour, time.Now(), nil)
-	req, _ := http.NewRequest("PUT", u, strings.NewReader("via presigned put"))
+	req, _ = http.NewRequest("PUT", u, strings.NewReader("via presigned put"))
 	if st, code := doReq(t, req); st != 200 {
 		t.Fatalf("presigned PUT: %d %s", st, code)
 	}

@@ -196,6 +196,16 @@ func (v *Verifier) verifyPresigned(r *http.Request, q map[string][]string) (Resu
 	if !v.matchSignature(r, &a, key, a.AmzDate, query, vals, payload) {
 		return Result{}, errSignature()
 	}
+	// Whoever holds a presigned URL is not its signer: like S3, refuse
+	// x-amz-* headers the signer did not sign (x-amz-acl, x-amz-meta-*,
+	// x-amz-copy-source would otherwise let the holder change what the
+	// signer allowed).
+	for name := range r.Header {
+		lname := strings.ToLower(name)
+		if strings.HasPrefix(lname, "x-amz-") && lname != "x-amz-content-sha256" && !containsStr(a.SignedHeaders, lname) {
+			return Result{}, errAccessDenied("There were headers present in the request which were not signed: " + lname)
+		}
+	}
 	res := Result{AccessKey: a.AccessKey, Presigned: true, SignedAt: t, Expires: exp, Payload: payload}
 	switch {
 	case payload == UnsignedPayload:
