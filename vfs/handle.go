@@ -275,6 +275,9 @@ func (ix *index) record(ino, parent uint64, name string, gen uint32) error {
 	return os.Rename(tmp, f)
 }
 
+// forget drops the entry of a removed inode.
+func (ix *index) forget(ino uint64) { os.Remove(ix.file(ino)) }
+
 // path rebuilds the path of ino by following parent links up to the root
 // (at most 4096 levels) and checks that the result is still that inode.
 func (ix *index) path(fs *FS, ino uint64) (string, error) {

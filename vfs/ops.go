@@ -343,7 +343,12 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		}
 		return dc, err
 	}
+	var st unix.Stat_t
+	haveSt := fs.index != nil && unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 	err = fs.as(c, func() error { return unix.Unlinkat(o.fd, name, flags) })
+	if err == nil && haveSt && (st.Nlink <= 1 || flags == unix.AT_REMOVEDIR) {
+		fs.index.forget(st.Ino) // the inode is gone; a reused number must not inherit the entry
+	}
 	if errors.Is(err, unix.EISDIR) && flags == 0 {
 		// unlink(2) on a directory is EISDIR on Linux; RFC 1813 REMOVE
 		// of a directory is also answered with ISDIR (or NOTSUPP) by knfsd.
