@@ -77,6 +77,7 @@ type fileID struct {
 	ino   uint64
 	size  int64
 	mtime time.Time
+	ctime int64 // ns; rename changes it even when the inode number is reused
 }
 
 // Store is the user database of one data directory. It is safe for
@@ -217,6 +218,7 @@ func statID(p string) (fileID, error) {
 	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		id.ino = st.Ino
+		id.ctime = st.Ctim.Nano()
 	}
 	return id, nil
 }
