@@ -73,7 +73,7 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 		bursts: map[uint32]*burst{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), unsolDone: make(chan struct{})}
 	if p.Write && p.ExpectedDataLength > 0 {
 		if p.ExpectedDataLength <= maxTransfer {
-			t.buf = make([]byte, p.ExpectedDataLength)
+			t.buf = scsi.GetBuf(int(p.ExpectedDataLength))
 			copy(t.buf, p.Data)
 		}
 		if !p.Final {
@@ -215,8 +215,15 @@ func (t *task) run() {
 		return
 	}
 	resp := t.execute()
+	if t.buf != nil {
+		// Every Data-Out of this task has been copied (collect saw the
+		// last burst complete), so the reader no longer touches buf.
+		scsi.PutBuf(t.buf)
+		t.buf = nil
+	}
 	c.unregister(t)
 	s.end()
+	defer resp.Release()
 	if t.aborted.Load() || t.ctx.Err() != nil {
 		return // aborted tasks get no response (the TMF answers for them)
 	}

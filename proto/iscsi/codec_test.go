@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"reflect"
 	"testing"
 )
@@ -249,5 +250,30 @@ func TestCDB(t *testing.T) {
 	s := Sense{Key: SenseIllegalRequest, ASC: ASCInvalidFieldInCDB, InfoValid: true, Info: 7}
 	if s2, err := ParseSense(s.Marshal()); err != nil || s2.Key != s.Key || s2.ASC != s.ASC || s2.Info != 7 {
 		t.Errorf("sense %+v %v", s2, err)
+	}
+}
+
+// TestConnVectored checks that large PDUs (sent with writev) frame the
+// same as small ones, with and without digests.
+func TestConnVectored(t *testing.T) {
+	for _, o := range []Options{{}, {HeaderDigest: true, DataDigest: true}} {
+		a, b := net.Pipe()
+		ca, cb := NewConn(a), NewConn(b)
+		ca.SetOptions(o, o)
+		o2 := o
+		o2.MaxRecvDataSegmentLength = 1 << 20
+		cb.SetOptions(o2, o)
+		data := bytes.Repeat([]byte{1, 2, 3}, 100001) // not a multiple of 4
+		p := &PDU{Opcode: OpDataIn, Final: true, ITT: 5, DataSN: 3, BufferOffset: 7, Data: data}
+		go func() { ca.WritePDU(p); ca.WritePDU(&PDU{Opcode: OpNOPIn, Final: true, ITT: 6}) }()
+		q, err := cb.ReadPDU()
+		if err != nil || !bytes.Equal(q.Data, data) || q.ITT != 5 || q.BufferOffset != 7 {
+			t.Fatalf("digests %v: %v %v", o.HeaderDigest, q, err)
+		}
+		if q, err = cb.ReadPDU(); err != nil || q.ITT != 6 {
+			t.Fatalf("following PDU: %v %v", q, err)
+		}
+		a.Close()
+		b.Close()
 	}
 }

@@ -204,6 +204,9 @@ func (c *Conn) WritePDUFunc(p *PDU, prepare func(*PDU)) error {
 	if prepare != nil {
 		prepare(p)
 	}
+	if len(p.Data) >= writevThreshold {
+		return c.writeVectored(p, o)
+	}
 	var err error
 	c.wbuf, err = AppendPDU(c.wbuf[:0], p, o)
 	if err != nil {
@@ -213,6 +216,46 @@ func (c *Conn) WritePDUFunc(p *PDU, prepare func(*PDU)) error {
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // do not pin huge buffers between bursts
 	}
+	return err
+}
+
+// writevThreshold is the data segment size from which a PDU is sent with
+// writev (header, data, padding+digest) instead of being copied into one
+// buffer: profiling 1 MiB reads showed the copy as the largest user-space cost.
+const writevThreshold = 16 << 10
+
+func (c *Conn) writeVectored(p *PDU, o Options) error {
+	if len(p.Data) > MaxDataSegmentLength {
+		return fmt.Errorf("iscsi: data segment of %d bytes does not fit the 24-bit length", len(p.Data))
+	}
+	data := p.Data
+	p.Data = data[:0:0] // header only, DataSegmentLength patched below
+	hdr, err := AppendPDU(c.wbuf[:0], p, Options{HeaderDigest: false})
+	p.Data = data
+	if err != nil {
+		return err
+	}
+	dl := len(data)
+	hdr[5], hdr[6], hdr[7] = byte(dl>>16), byte(dl>>8), byte(dl)
+	if o.HeaderDigest {
+		var d [4]byte
+		putDigest(d[:], CRC32C(hdr))
+		hdr = append(hdr, d[:]...)
+	}
+	padn := pad4(dl) - dl
+	tail := make([]byte, 0, 8)
+	tail = append(tail, zeroPad[:padn]...)
+	if o.DataDigest {
+		var d [4]byte
+		putDigest(d[:], crc32cUpdate(CRC32C(data), zeroPad[:padn]))
+		tail = append(tail, d[:]...)
+	}
+	c.wbuf = hdr
+	bufs := net.Buffers{hdr, data}
+	if len(tail) > 0 {
+		bufs = append(bufs, tail)
+	}
+	_, err = bufs.WriteTo(c.nc)
 	return err
 }
 

@@ -41,6 +41,16 @@ type Response struct {
 	// commands that take data-out, so the transport can report residuals;
 	// -1 when the command takes no data-out.
 	DataOutLen int64
+
+	pooled bool // DataIn came from GetBuf
+}
+
+// Release recycles the data-in buffer; call it once DataIn has been sent.
+func (r *Response) Release() {
+	if r.pooled {
+		PutBuf(r.DataIn)
+		r.DataIn, r.pooled = nil, false
+	}
 }
 
 // Config describes a logical unit.

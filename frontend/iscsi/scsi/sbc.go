@@ -91,11 +91,14 @@ func (lu *LU) read(ctx context.Context, r *Request) *Response {
 	if n == 0 {
 		return good(nil)
 	}
-	buf := make([]byte, n)
+	buf := GetBuf(int(n))
 	if _, err := lu.dev.ReadAt(ctx, buf, off); err != nil {
+		PutBuf(buf)
 		return checkConditionRW(err, false)
 	}
-	return good(buf)
+	resp := good(buf)
+	resp.pooled = true
+	return resp
 }
 
 // dataOutMismatch reports a data-out length (iSCSI EDTL) that differs from
