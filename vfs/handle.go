@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -312,5 +311,3 @@ func (ix *index) path(fs *FS, ino uint64) (string, error) {
 	}
 	return p, nil
 }
-
-var _ = syscall.ENOENT
