@@ -53,6 +53,9 @@ func FromURL(u *url.URL) (*Address, error) {
 	if _, _, err := net.SplitHostPort(u.Host); err != nil {
 		a.Portal = net.JoinHostPort(strings.Trim(u.Host, "[]"), strconv.Itoa(DefaultPort))
 	}
+	if err := checkPortal(a.Portal); err != nil {
+		return nil, fmt.Errorf("iscsi: URL %q: %w", u.Redacted(), err)
+	}
 	if u.User != nil {
 		a.User = u.User.Username()
 		a.Secret, _ = u.User.Password()
@@ -112,4 +115,20 @@ func (a *Address) String() string {
 		}
 	}
 	return u.String()
+}
+
+// checkPortal accepts host:port with a non-empty host (a name, an IPv4
+// address or a bracketed IPv6 address) and a port in 1..65535.
+func checkPortal(p string) error {
+	host, port, err := net.SplitHostPort(p)
+	if err != nil {
+		return fmt.Errorf("bad host:port %q: %v", p, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	if host == "" || strings.ContainsAny(host, "[]/ ") || strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return fmt.Errorf("bad host %q", host)
+	}
+	return nil
 }

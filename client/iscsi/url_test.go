@@ -28,3 +28,25 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseURL: any input either fails cleanly or yields an address whose
+// String() parses back to the same portal, target and LUN.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"iscsi://h/iqn.x/1", "iscsi://u:p@[::1]:3261/iqn.a:b/0?data_digest=crc32c",
+		"iscsi://h", "iscsi://h/iqn/99999999999999999999", "iscsi://%zz", "iscsi://h/a/b?target_user=x&target_secret=y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseURL(s)
+		if err != nil {
+			return
+		}
+		b, err := ParseURL(a.String())
+		if err != nil {
+			t.Fatalf("%q -> %q does not parse: %v", s, a.String(), err)
+		}
+		if b.Portal != a.Portal || b.Target != a.Target || b.LUN != a.LUN || b.HasLUN != a.HasLUN {
+			t.Fatalf("%q: round trip %+v -> %+v", s, a, b)
+		}
+	})
+}
