@@ -447,7 +447,7 @@ func (ls *loginState) enterFullFeature(resp *wire.PDU) error {
 	s.tsih = srv.nextTSIH
 	srv.sessions[s.tsih] = s
 	srv.mu.Unlock()
-	s.nexus = nexusID(ls.initiator, ls.first.ISID, s.tsih)
+	s.nexus = nexusID(ls.initiator, ls.first.ISID)
 	if s.tgt != nil {
 		s.tgt.lu.AddNexus(s.nexus)
 	}

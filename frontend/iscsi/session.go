@@ -36,9 +36,11 @@ func newSession(srv *Server, isid [6]byte, initiator string, cmdSN uint32) *sess
 		window: srv.cfg.QueueDepth, pending: map[uint32]func(){}, conns: map[uint16]*conn{}, tasks: map[uint32]*task{}}
 }
 
-// nexusID names the I_T nexus for unit attentions and reservations.
-func nexusID(initiator string, isid [6]byte, tsih uint16) string {
-	return fmt.Sprintf("%s,i,0x%x,%d", initiator, isid, tsih)
+// nexusID names the initiator port (iSCSI name + ISID) of an I_T nexus;
+// it is also the TransportID reported for persistent reservations. A new
+// session from the same port (session reinstatement) keeps registrations.
+func nexusID(initiator string, isid [6]byte) string {
+	return fmt.Sprintf("%s,i,0x%x", initiator, isid)
 }
 
 // sn returns ExpCmdSN and MaxCmdSN for a response.

@@ -95,6 +95,7 @@ func New(cfg Config) *LU {
 	lu := &LU{cfg: cfg, dev: cfg.Dev, bs: cfg.Dev.BlockSize(), nexuses: map[string][]iscsi.Sense{}, lastCap: cfg.Dev.Size()}
 	lu.wce.Store(true)
 	lu.pr.init()
+	lu.pr.lu = lu
 	return lu
 }
 
@@ -138,6 +139,15 @@ func (lu *LU) AddUA(except string, s iscsi.Sense) {
 		if n != except && len(q) < 8 {
 			lu.nexuses[n] = append(q, s)
 		}
+	}
+	lu.uaMu.Unlock()
+}
+
+// addUAOne queues a unit attention for one nexus.
+func (lu *LU) addUAOne(nexus string, s iscsi.Sense) {
+	lu.uaMu.Lock()
+	if q, ok := lu.nexuses[nexus]; ok && len(q) < 8 {
+		lu.nexuses[nexus] = append(q, s)
 	}
 	lu.uaMu.Unlock()
 }
