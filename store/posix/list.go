@@ -203,7 +203,7 @@ func (l *lister) emitFile(key, path string) error {
 			nr.ETag, nr.Parts = hex.EncodeToString(sum[:])+"-0", nil
 			rec = nr
 		} else {
-			nr, err := l.b.refresh(path, nil, &st, rec)
+			nr, err := l.b.refresh(l.ctx, path, nil, &st, rec)
 			if err != nil {
 				return nil // vanished or unreadable: not listed
 			}

@@ -1,6 +1,7 @@
 package posix
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
@@ -259,13 +260,25 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 	return nil
 }
 
-// hashFile computes the hex MD5 of the whole file.
-func hashFile(f *os.File) (string, error) {
+// hashFile computes the hex MD5 of the whole file, checking ctx between
+// chunks (a stale block volume can be gigabytes).
+func hashFile(ctx context.Context, f *os.File) (string, error) {
 	h := md5.New()
 	buf := getBuf()
 	defer putBuf(buf)
-	if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, 1<<62), *buf); err != nil {
-		return "", err
+	for off := int64(0); ; {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := f.ReadAt(*buf, off)
+		h.Write((*buf)[:n])
+		off += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -274,7 +287,7 @@ func hashFile(f *os.File) (string, error) {
 // when fresh, else one whose ETag is recomputed (multipart part info is
 // dropped, the content no longer matches it). The new record is saved when
 // the file did not change while it was hashed.
-func (b *Backend) refresh(p string, f *os.File, st *unix.Stat_t, r *record) (*record, error) {
+func (b *Backend) refresh(ctx context.Context, p string, f *os.File, st *unix.Stat_t, r *record) (*record, error) {
 	if r.fresh(st) {
 		return r, nil
 	}
@@ -291,7 +304,7 @@ func (b *Backend) refresh(p string, f *os.File, st *unix.Stat_t, r *record) (*re
 		defer f.Close()
 		*st = st2
 	}
-	etag, err := hashFile(f)
+	etag, err := hashFile(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("hashing %s: %w", p, err)
 	}

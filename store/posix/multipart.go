@@ -168,7 +168,7 @@ func (b *Backend) PutPart(ctx context.Context, bucket, key, uploadID string, num
 }
 
 // parts lists the stored parts of an upload, sorted by number.
-func (b *Backend) parts(id string) ([]store.PartInfo, error) {
+func (b *Backend) parts(ctx context.Context, id string) ([]store.PartInfo, error) {
 	dir := b.uploadDir(id)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -189,7 +189,7 @@ func (b *Backend) parts(id string) ([]store.PartInfo, error) {
 		if err := unix.Lstat(p, &st); err != nil {
 			continue
 		}
-		rec, err := b.refresh(p, nil, &st, b.readRecord(p, nil, st.Ino))
+		rec, err := b.refresh(ctx, p, nil, &st, b.readRecord(p, nil, st.Ino))
 		if err != nil {
 			continue
 		}
@@ -205,7 +205,7 @@ func (b *Backend) ListParts(ctx context.Context, bucket, key, uploadID string) (
 	if err != nil {
 		return nil, store.Upload{}, err
 	}
-	ps, err := b.parts(uploadID)
+	ps, err := b.parts(ctx, uploadID)
 	if err != nil {
 		return nil, store.Upload{}, err
 	}
@@ -224,7 +224,7 @@ func (b *Backend) CompleteMultipart(ctx context.Context, bucket, key, uploadID s
 	if len(parts) == 0 {
 		return store.ObjectInfo{}, fmt.Errorf("%w: no parts given", store.ErrInvalidPart)
 	}
-	have, err := b.parts(uploadID)
+	have, err := b.parts(ctx, uploadID)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}

@@ -188,7 +188,7 @@ func (b *Backend) Put(ctx context.Context, bucket, key string, r io.Reader, size
 
 // openObject opens the file of key for reading and returns its stat and a
 // fresh metadata record, both belonging to the opened version.
-func (b *Backend) openObject(bucket, key string) (*os.File, unix.Stat_t, *record, error) {
+func (b *Backend) openObject(ctx context.Context, bucket, key string) (*os.File, unix.Stat_t, *record, error) {
 	var st unix.Stat_t
 	p, err := b.check(bucket, key)
 	if err != nil {
@@ -198,7 +198,7 @@ func (b *Backend) openObject(bucket, key string) (*os.File, unix.Stat_t, *record
 	if err != nil {
 		return nil, st, nil, b.missing(err, bucket, key)
 	}
-	rec, err := b.refresh(p, f, &st, b.readRecord(p, f, st.Ino))
+	rec, err := b.refresh(ctx, p, f, &st, b.readRecord(p, f, st.Ino))
 	if err != nil {
 		f.Close()
 		return nil, st, nil, err
@@ -209,7 +209,7 @@ func (b *Backend) openObject(bucket, key string) (*os.File, unix.Stat_t, *record
 // Get returns a reader on the opened file, so a concurrent Put (a rename)
 // cannot mix versions.
 func (b *Backend) Get(ctx context.Context, bucket, key string, off, n int64) (io.ReadCloser, store.ObjectInfo, error) {
-	f, st, rec, err := b.openObject(bucket, key)
+	f, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
@@ -272,7 +272,7 @@ func (r *objReader) Close() error { return r.f.Close() }
 // file (rather than stat by path) so that stat and metadata belong to one
 // version and no symlink is followed.
 func (b *Backend) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
-	f, st, rec, err := b.openObject(bucket, key)
+	f, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -321,7 +321,7 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 // UpdateMeta replaces the metadata of an existing object, keeping its
 // content, ETag and part list.
 func (b *Backend) UpdateMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta) (store.ObjectInfo, error) {
-	f, st, rec, err := b.openObject(bucket, key)
+	f, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
