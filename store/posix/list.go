@@ -165,6 +165,15 @@ func (l *lister) walkDir(dk string) error {
 		case strings.HasPrefix(it.key, p):
 			if l.opts.Delimiter == "/" {
 				if it.key > after {
+					// A directory with no object in it (made over NFS, or
+					// left by a crash) is no prefix of any key.
+					ok, err := l.hasObject(filepath.Join(dir, it.name), 0)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						continue
+					}
 					if err := l.emit(it.key, nil); err != nil {
 						return err
 					}
@@ -212,4 +221,48 @@ func (l *lister) emitFile(key, path string) error {
 	}
 	oi := rec.info(l.bucket, key, &st)
 	return l.emit(key, &oi)
+}
+
+// hasObject reports whether the directory tree at dir holds at least one
+// object (a regular file or a directory marker). It reads directories in
+// small batches and stops at the first object, so the usual cost is one
+// short readdir.
+func (l *lister) hasObject(dir string, depth int) (bool, error) {
+	if err := l.ctx.Err(); err != nil {
+		return false, err
+	}
+	if depth > store.MaxKeyLen/2 {
+		return false, nil // deeper than any key can reach
+	}
+	d, err := openDir(dir)
+	if err != nil {
+		return false, nil // vanished or not a plain directory: nothing listable
+	}
+	defer d.Close()
+	var subdirs []string
+	for range 1 << 20 {
+		ents, err := d.ReadDir(64)
+		for _, e := range ents {
+			n := e.Name()
+			switch {
+			case n == dirMarker && e.Type().IsRegular():
+				return true, nil
+			case strings.HasPrefix(n, store.ReservedPrefix):
+			case e.Type().IsRegular():
+				return true, nil
+			case e.IsDir():
+				subdirs = append(subdirs, n)
+			}
+		}
+		if err != nil || len(ents) == 0 {
+			break
+		}
+	}
+	for _, n := range subdirs {
+		ok, err := l.hasObject(filepath.Join(dir, n), depth+1)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
 }

@@ -475,3 +475,27 @@ func TestSecondOpenKeepsLiveTempFiles(t *testing.T) {
 		t.Fatalf("leftover temp file not removed once the tree was free: %v", err)
 	}
 }
+
+// TestEmptyDirectoriesAreNoPrefixes: directories made over NFS without
+// objects in them are not common prefixes (S3 has no empty prefixes).
+func TestEmptyDirectoriesAreNoPrefixes(t *testing.T) {
+	b, _ := newBucket(t, posix.Options{})
+	root := filepath.Join(b.Root(), "bkt")
+	os.MkdirAll(filepath.Join(root, "empty"), 0o755)
+	os.MkdirAll(filepath.Join(root, "nested", "a", "b"), 0o755)
+	os.MkdirAll(filepath.Join(root, "tmponly"), 0o755)
+	os.WriteFile(filepath.Join(root, "tmponly", ".tristore-tmp-x"), nil, 0o644)
+	os.MkdirAll(filepath.Join(root, "deep", "a", "b"), 0o755)
+	os.MkdirAll(filepath.Join(root, "deep", "c"), 0o755)
+	os.WriteFile(filepath.Join(root, "deep", "a", "b", "file"), []byte("x"), 0o644)
+	putS(t, b, "marker/", "")
+	if got := listKeys(t, b, store.ListOptions{Delimiter: "/"}); strings.Join(got, ",") != "deep/,marker/" {
+		t.Fatalf("common prefixes %q, want deep/,marker/", got)
+	}
+	if got := listKeys(t, b, store.ListOptions{Prefix: "deep/", Delimiter: "/"}); strings.Join(got, ",") != "deep/a/" {
+		t.Fatalf("common prefixes under deep/ %q, want deep/a/", got)
+	}
+	if got := listKeys(t, b, store.ListOptions{}); strings.Join(got, ",") != "deep/a/b/file,marker/" {
+		t.Fatalf("keys %q", got)
+	}
+}

@@ -159,6 +159,18 @@ func testMissing(t *testing.T, newStore func(*testing.T) store.Store) {
 	if string(got) != "x" {
 		t.Fatalf("p/q/r changed: %q", got)
 	}
+	// Keys "under" an object are missing keys, not errors of another kind.
+	for _, k := range []string{"p/q/r/s", "p/q/r/", "p/q/r/s/t"} {
+		_, err = s.Stat(ctx, "bkt", k)
+		wantErr(t, "Stat under an object "+k, err, store.ErrNoSuchKey)
+		_, _, err = s.Get(ctx, "bkt", k, 0, -1)
+		wantErr(t, "Get under an object "+k, err, store.ErrNoSuchKey)
+		wantErr(t, "Delete under an object "+k, s.Delete(ctx, "bkt", k), store.ErrNoSuchKey)
+	}
+	res, err := s.List(ctx, "bkt", store.ListOptions{Prefix: "p/q/r/"})
+	if err != nil || len(res.Objects)+len(res.CommonPrefixes) != 0 {
+		t.Fatalf("List under an object = %+v, %v; want empty", res, err)
+	}
 }
 
 // shortReader yields its data and then a given error.
@@ -409,5 +421,68 @@ func testConcurrentPuts(t *testing.T, newStore func(*testing.T) store.Store) {
 	got, oi := get(t, s, ctx, "bkt", "hot", 0, -1)
 	if !versions[md5hex(got)] || oi.ETag != md5hex(got) {
 		t.Fatal("final object is not one whole version")
+	}
+}
+
+// testListDuringChurn lists while other goroutines create and delete keys:
+// List must not fail, and every object it returns must be one that exists
+// at some point with its right size.
+func testListDuringChurn(t *testing.T, newStore func(*testing.T) store.Store) {
+	s, ctx := withBucket(t, newStore)
+	for i := range 20 {
+		put(t, s, ctx, "bkt", fmt.Sprintf("stable/%02d", i), []byte("stable"))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("churn/%d/%d/obj", w, i%5)
+				if _, err := s.Put(ctx, "bkt", k, strings.NewReader("churn!"), 6, store.ObjectMeta{}); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.Delete(ctx, "bkt", k); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < 50 && time.Now().Before(deadline); i++ {
+		for _, opts := range []store.ListOptions{{}, {Delimiter: "/"}, {Prefix: "churn/"}, {Limit: 3, After: "churn/0"}} {
+			res, err := s.List(ctx, "bkt", opts)
+			if err != nil {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("List %+v during churn: %v", opts, err)
+			}
+			for _, o := range res.Objects {
+				if (strings.HasPrefix(o.Key, "stable/") && o.Size != 6) || (strings.HasPrefix(o.Key, "churn/") && o.Size != 6) {
+					close(stop)
+					wg.Wait()
+					t.Fatalf("List returned %q with size %d", o.Key, o.Size)
+				}
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	res, err := s.List(ctx, "bkt", store.ListOptions{Delimiter: "/"})
+	if err != nil || len(res.Objects) != 0 || fmt.Sprint(res.CommonPrefixes) != "[stable/]" {
+		t.Fatalf("after churn List = %+v, %v; want only the stable/ prefix", res, err)
 	}
 }

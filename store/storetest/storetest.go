@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DirMarker", testDirMarker},
 		{"DeleteCleansPrefixes", testDeleteCleansPrefixes},
 		{"ConcurrentPuts", testConcurrentPuts},
+		{"ListDuringChurn", testListDuringChurn},
 		{"ListOrder", testListOrder},
 		{"ListModel", testListModel},
 		{"ListEdges", testListEdges},
