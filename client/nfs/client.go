@@ -130,8 +130,11 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 // It does not send UMNT (see Unmount).
 func (c *Client) Close() error {
 	c.nfs.close()
-	if c.mnt != c.nfs {
-		c.mnt.close()
+	c.mu.Lock()
+	mnt := c.mnt
+	c.mu.Unlock()
+	if mnt != c.nfs {
+		mnt.close()
 	}
 	return nil
 }

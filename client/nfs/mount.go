@@ -2,9 +2,13 @@ package nfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/tristore/tristore/proto/nfs3"
+	"github.com/tristore/tristore/proto/sunrpc"
 )
 
 // MOUNT v3: MNT, UMNT, EXPORT, DUMP. MOUNT runs on its own RPC client
@@ -12,7 +16,10 @@ import (
 // tristore's server answers it on the NFS port.
 
 func (c *Client) callMount(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder) error {
-	r, err := c.mnt.call(ctx, nfs3.ProgMount, nfs3.VersMount, proc, idempotent, encodeFunc(args))
+	c.mu.Lock()
+	mnt := c.mnt
+	c.mu.Unlock()
+	r, err := mnt.call(ctx, nfs3.ProgMount, nfs3.VersMount, proc, idempotent, encodeFunc(args))
 	if err != nil {
 		return &OpError{Op: op, Err: err}
 	}
@@ -26,9 +33,30 @@ func (c *Client) callMount(ctx context.Context, op string, proc uint32, idempote
 
 // Mount asks for the root handle of export (MNT) and reads FSINFO to cap
 // rsize/wsize at the server's maxima. The handle is also kept as Root.
+//
+// Without Options.MountAddr, MOUNT is first asked on the NFS port; if the
+// server does not serve it there (PROG_UNAVAIL, as ganesha and knfsd), the
+// portmapper on port 111 of the same host is asked where it is (GETPORT).
 func (c *Client) Mount(ctx context.Context, export string) (FH, error) {
 	var res nfs3.MntRes
-	if err := c.callMount(ctx, "MNT", nfs3.MountProcMnt, true, &nfs3.DirPath{Path: export}, &res); err != nil {
+	err := c.callMount(ctx, "MNT", nfs3.MountProcMnt, true, &nfs3.DirPath{Path: export}, &res)
+	var re *sunrpc.RPCError
+	c.mu.Lock()
+	shared := c.mnt == c.nfs
+	c.mu.Unlock()
+	if err != nil && shared && errors.As(err, &re) && re.Reply.Accepted && re.Reply.AcceptStat == sunrpc.ProgUnavail {
+		port, perr := c.getport(ctx, nfs3.ProgMount, nfs3.VersMount)
+		if perr != nil {
+			return nil, fmt.Errorf("%w (and asking the portmapper for MOUNT: %v)", err, perr)
+		}
+		host, _, _ := net.SplitHostPort(c.nfs.addr)
+		mnt := newRPCClient(net.JoinHostPort(host, strconv.Itoa(int(port))), c.opts.Dial, c.nfs.cred, c.opts.Timeout, c.opts.Retries)
+		c.mu.Lock()
+		c.mnt = mnt
+		c.mu.Unlock()
+		err = c.callMount(ctx, "MNT", nfs3.MountProcMnt, true, &nfs3.DirPath{Path: export}, &res)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if res.Status != nfs3.MntOK {
@@ -96,4 +124,28 @@ func (c *Client) Dump(ctx context.Context) ([]MountEntry, error) {
 		out[i] = MountEntry{Host: m.Host, Dir: m.Dir}
 	}
 	return out, nil
+}
+
+// getport asks the portmapper (RFC 1833 version 2, TCP port 111 of the NFS
+// server's host) for the TCP port of prog/vers.
+func (c *Client) getport(ctx context.Context, prog, vers uint32) (uint32, error) {
+	host, _, err := net.SplitHostPort(c.nfs.addr)
+	if err != nil {
+		return 0, err
+	}
+	pm := newRPCClient(net.JoinHostPort(host, "111"), c.opts.Dial, sunrpc.AuthNone(), c.opts.Timeout, 1)
+	defer pm.close()
+	args := &nfs3.Mapping{Prog: prog, Vers: vers, Prot: nfs3.PortmapProto}
+	r, err := pm.call(ctx, nfs3.ProgPortmap, nfs3.VersPortmap, nfs3.PortmapProcGetport, true, args.Encode)
+	if err != nil {
+		return 0, &OpError{Op: "GETPORT", Err: err}
+	}
+	port := r.Uint32()
+	if r.Err() != nil {
+		return 0, &OpError{Op: "GETPORT", Err: r.Err()}
+	}
+	if port == 0 || port > 65535 {
+		return 0, &OpError{Op: "GETPORT", Err: fmt.Errorf("program %d version %d is not registered", prog, vers)}
+	}
+	return port, nil
 }

@@ -181,7 +181,8 @@ func newNFSCmd() *cobra.Command {
 
 URL: nfs://host[:port]/export[/path][?mountport=P&rsize=N&wsize=N&uid=U&gid=G&parallel=N]
 The port defaults to 2049 and MOUNT to the same port (tristore serves both on
-one); for ganesha or knfsd give mountport (e.g. 20048).`,
+one); for ganesha or knfsd give mountport (e.g. 20048), or let the client ask
+the portmapper on port 111 (it does when the NFS port does not serve MOUNT).`,
 	}
 	cmd.AddCommand(newNFSLsCmd(), newNFSCatCmd(), newNFSPutCmd(), newNFSGetCmd(), newNFSBenchCmd())
 	return cmd
