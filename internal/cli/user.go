@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -58,7 +59,7 @@ keys are printed once and kept in DATA/.tristore/iam/root-credentials (0600).`,
 		Short: "List users (name, access key, admin, created; never secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := iam.Open(cfg.GetString("data"))
+			st, err := openExistingIAM(cfg.GetString("data"))
 			if err != nil {
 				return err
 			}
@@ -90,7 +91,7 @@ keys are printed once and kept in DATA/.tristore/iam/root-credentials (0600).`,
 		Short: "Remove a user; its keys stop working immediately, also in a running serve",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := iam.Open(cfg.GetString("data"))
+			st, err := openExistingIAM(cfg.GetString("data"))
 			if err != nil {
 				return err
 			}
@@ -103,4 +104,18 @@ keys are printed once and kept in DATA/.tristore/iam/root-credentials (0600).`,
 	}
 	cmd.AddCommand(add, list, remove)
 	return cmd
+}
+
+// openExistingIAM opens the user database of a data directory that must
+// already exist, so a mistyped --data for list/remove fails instead of
+// creating a new empty tree.
+func openExistingIAM(dataDir string) (*iam.Store, error) {
+	fi, err := os.Stat(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("data directory %s is not a directory", dataDir)
+	}
+	return iam.Open(dataDir)
 }

@@ -76,6 +76,13 @@ func TestUserCommands(t *testing.T) {
 	if _, err := runCLI(t, "user", "remove", "alice", "--data", data); err == nil || !strings.Contains(err.Error(), "no such user") {
 		t.Fatalf("remove missing user: %v", err)
 	}
+	missing := filepath.Join(data, "no-such-dir")
+	if _, err := runCLI(t, "user", "list", "--data", missing); err == nil {
+		t.Fatal("list on a missing data directory succeeded")
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("list created the missing data directory")
+	}
 	if _, err := runCLI(t, "user", "add", "bad name", "--data", data); err == nil {
 		t.Fatal("invalid name accepted")
 	}
