@@ -18,6 +18,7 @@ package nfs
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -162,6 +163,13 @@ func (c *Client) Reconnects() int {
 // next call redials. For tests of the reconnect path.
 func (c *Client) DropConnection() { c.nfs.breakConn() }
 
+// jukeboxTries and jukeboxDelay bound the NFS3ERR_JUKEBOX retries
+// (delays 0.1, 0.2, 0.4, 0.8, 1.6, 1.6 ... s).
+var (
+	jukeboxTries = 8
+	jukeboxDelay = 100 * time.Millisecond
+)
+
 type encoder interface{ Encode(*sunrpc.Writer) }
 type decoder interface{ Decode(*sunrpc.Reader) error }
 
@@ -173,10 +181,28 @@ func encodeFunc(args encoder) func(*sunrpc.Writer) {
 }
 
 // callNFS runs NFS procedure proc and decodes its result into res.
+//
+// NFS3ERR_JUKEBOX ("try again later": the server did not perform the call,
+// e.g. a file is being recalled from tape) is retried here after a growing
+// delay, up to jukeboxTries times, as the kernel client does; every NFS v3
+// result starts with its status, so it is recognised before decoding.
 func (c *Client) callNFS(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder) error {
-	r, err := c.nfs.call(ctx, nfs3.ProgNFS, nfs3.VersNFS, proc, idempotent, encodeFunc(args))
-	if err != nil {
-		return &OpError{Op: op, Err: err}
+	var r *sunrpc.Reader
+	var err error
+	for try := 0; ; try++ {
+		r, err = c.nfs.call(ctx, nfs3.ProgNFS, nfs3.VersNFS, proc, idempotent, encodeFunc(args))
+		if err != nil {
+			return &OpError{Op: op, Err: err}
+		}
+		rest := r.Rest()
+		if try+1 >= jukeboxTries || len(rest) < 4 || nfs3.Status(binary.BigEndian.Uint32(rest)) != nfs3.ErrJukebox {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return &OpError{Op: op, Err: ctx.Err()}
+		case <-time.After(jukeboxDelay << min(try, 4)):
+		}
 	}
 	if res != nil {
 		if err := res.Decode(r); err != nil {

@@ -233,6 +233,9 @@ func FuzzReply(f *testing.F) {
 	f.Add(append([]byte(nil), w.Bytes()...))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	// A body starting with JUKEBOX would otherwise be retried for seconds.
+	jukeboxTries = 1
+	defer func() { jukeboxTries = 8 }()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		srv := &fakeServer{handle: func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
 			var w sunrpc.Writer
@@ -257,4 +260,20 @@ func FuzzReply(f *testing.F) {
 		c.Link(ctx, fh, fh, "l")
 		c.Exports(ctx)
 	})
+}
+
+// NFS3ERR_JUKEBOX is retried after a delay; other statuses are returned.
+func TestJukeboxRetry(t *testing.T) {
+	var calls atomic.Int32
+	f := &fakeServer{handle: func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		if calls.Add(1) <= 2 {
+			return okReply(call.XID, &nfs3.GetattrRes{Status: nfs3.ErrJukebox}), false
+		}
+		return okReply(call.XID, &nfs3.GetattrRes{Status: nfs3.OK, Attr: nfs3.Fattr{Type: nfs3.TypeReg, FileID: 9}}), false
+	}}
+	c := fakeClient(t, f, Options{})
+	a, err := c.Getattr(context.Background(), FH{1})
+	if err != nil || a.FileID != 9 || calls.Load() != 3 {
+		t.Fatalf("after 2 JUKEBOX replies: %+v %v (%d calls)", a, err, calls.Load())
+	}
 }
