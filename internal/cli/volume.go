@@ -40,10 +40,11 @@ refused.`,
 		Short: "Create a sparse volume (the bucket is created if missing)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openVolumeStore()
+			st, closeStore, err := openVolumeStore()
 			if err != nil {
 				return err
 			}
+			defer closeStore()
 			b, n, err := filelun.ParseRef(args[0])
 			if err != nil {
 				return err
@@ -74,10 +75,11 @@ refused.`,
 		Short: "List volumes: bucket, name, size, allocated bytes, target name",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openVolumeStore()
+			st, closeStore, err := openVolumeStore()
 			if err != nil {
 				return err
 			}
+			defer closeStore()
 			bucket := ""
 			if len(args) == 1 {
 				bucket = args[0]
@@ -119,10 +121,11 @@ refused.`,
 		Short: "Grow (also while served) or shrink (only when not served) a volume",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openVolumeStore()
+			st, closeStore, err := openVolumeStore()
 			if err != nil {
 				return err
 			}
+			defer closeStore()
 			b, n, err := filelun.ParseRef(args[0])
 			if err != nil {
 				return err
@@ -145,10 +148,11 @@ refused.`,
 		Short: "Delete a volume and its data (refused while served)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openVolumeStore()
+			st, closeStore, err := openVolumeStore()
 			if err != nil {
 				return err
 			}
+			defer closeStore()
 			b, n, err := filelun.ParseRef(args[0])
 			if err != nil {
 				return err
@@ -164,10 +168,15 @@ refused.`,
 	return cmd
 }
 
-func openVolumeStore() (filelun.Store, error) {
+func openVolumeStore() (filelun.Store, func(), error) {
 	b, err := posix.Open(cfg.GetString("data"), posix.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("opening store at %s: %w", cfg.GetString("data"), err)
+		return nil, nil, fmt.Errorf("opening store at %s: %w", cfg.GetString("data"), err)
 	}
-	return filelun.AsStore(b)
+	st, err := filelun.AsStore(b)
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return st, func() { b.Close() }, nil
 }
