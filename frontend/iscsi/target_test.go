@@ -434,3 +434,40 @@ func TestCapacityChange(t *testing.T) {
 	}
 	t.Fatal("no CAPACITY DATA HAS CHANGED unit attention")
 }
+
+// TestMultiConnection: a second connection joins the session (same ISID
+// and TSIH); commands on either connection share one CmdSN sequence.
+func TestMultiConnection(t *testing.T) {
+	tt := startTarget(t, Config{})
+	a, err := dial(t, tt.addr, loginOpts{target: tt.iqn, immediate: true, isid: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dial(t, tt.addr, loginOpts{target: tt.iqn, immediate: true, isid: 7, tsih: a.tsih, cid: 1})
+	if err != nil {
+		t.Fatalf("second connection: %v", err)
+	}
+	if b.tsih != a.tsih {
+		t.Fatalf("joined TSIH %d, want %d", b.tsih, a.tsih)
+	}
+	data := randBytes(8192)
+	b.cmdSN = a.cmdSN
+	a.mustCmd(wire.Write10(0, 16, false), data, 0)
+	b.cmdSN = a.cmdSN
+	if got := b.mustCmd(wire.Read10(0, 16, false), nil, 8192); !bytes.Equal(got, data) {
+		t.Fatal("read on the second connection differs")
+	}
+	a.cmdSN = b.cmdSN
+	a.mustCmd(wire.TestUnitReady(), nil, 0)
+	// A wrong TSIH is refused.
+	if _, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: 8, tsih: a.tsih + 100, cid: 1}); err == nil || !strings.Contains(err.Error(), "020a") {
+		t.Fatalf("bad TSIH: %v", err)
+	}
+	// Session reinstatement: a new leading login with the same ISID replaces the old session.
+	c, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mustCmd(wire.TestUnitReady(), nil, 0)
+	a.expectClosed(t)
+}
