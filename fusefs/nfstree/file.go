@@ -122,14 +122,13 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	// Reads must see data buffered by any open handle of this file (this
+	// one included), so send those buffers first.
+	if e := h.n.flushWriters(ctx); e != 0 {
+		return nil, e
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.buf) > 0 || h.bgSem != nil {
-		// Reads must see this handle's buffered writes.
-		if e := h.sendLocked(ctx); e != 0 {
-			return nil, e
-		}
-	}
 	n, err := h.n.fsys.c.ReadAt(ctx, h.n.handle(), dest, uint64(off))
 	if err != nil && n == 0 && !isEOF(err) {
 		return nil, errno(err)

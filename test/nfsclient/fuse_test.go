@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -456,3 +458,96 @@ func testUnlinkOpen(t *testing.T, tg *target) {
 }
 
 func TestFUSEUnlinkOpen(t *testing.T) { forEachTarget(t, testUnlinkOpen) }
+
+// testRandomIO drives random writes, reads, truncates, reopens and a second
+// descriptor through the default (write-back) form and checks every read
+// and the final file on the server against an in-memory model.
+func testRandomIO(t *testing.T, tg *target) {
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{WriteBehind: 512 << 10})
+	d := filepath.Join(mnt, "fsx")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d, "f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { f.Close() }()
+	g, err := os.Open(p) // a second, read-only descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { g.Close() }()
+	rng := mathrand.New(mathrand.NewPCG(1, 2))
+	var model []byte
+	const maxSize = 3 << 20
+	for op := 0; op < 400; op++ {
+		switch k := rng.IntN(10); {
+		case k < 4: // write
+			off := rng.IntN(maxSize)
+			n := 1 + rng.IntN(300<<10)
+			buf := make([]byte, n)
+			for i := range buf {
+				buf[i] = byte(rng.Uint32())
+			}
+			if _, err := f.WriteAt(buf, int64(off)); err != nil {
+				t.Fatalf("op %d write %d@%d: %v", op, n, off, err)
+			}
+			if off+n > len(model) {
+				model = append(model, make([]byte, off+n-len(model))...)
+			}
+			copy(model[off:], buf)
+		case k < 7: // read through either descriptor
+			rd := f
+			if k == 6 {
+				rd = g
+			}
+			off := rng.IntN(maxSize)
+			n := 1 + rng.IntN(200<<10)
+			buf := make([]byte, n)
+			got, err := rd.ReadAt(buf, int64(off))
+			if err != nil && err != io.EOF {
+				t.Fatalf("op %d read %d@%d: %v", op, n, off, err)
+			}
+			want := []byte{}
+			if off < len(model) {
+				want = model[off:min(off+n, len(model))]
+			}
+			if !bytes.Equal(buf[:got], want) {
+				t.Fatalf("op %d read %d@%d via fd %d: got %d bytes, want %d (or contents differ)", op, n, off, k-3, got, len(want))
+			}
+		case k == 7: // truncate
+			sz := rng.IntN(maxSize)
+			if err := f.Truncate(int64(sz)); err != nil {
+				t.Fatalf("op %d truncate %d: %v", op, sz, err)
+			}
+			if sz < len(model) {
+				model = model[:sz]
+			} else {
+				model = append(model, make([]byte, sz-len(model))...)
+			}
+		case k == 8: // stat
+			fi, err := os.Stat(p)
+			if err != nil || fi.Size() != int64(len(model)) {
+				t.Fatalf("op %d stat: size %v (%v), want %d", op, fi.Size(), err, len(model))
+			}
+		default: // close and reopen (commit; close-to-open)
+			if err := f.Close(); err != nil {
+				t.Fatalf("op %d close: %v", op, err)
+			}
+			if f, err = os.OpenFile(p, os.O_RDWR, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	disk, err := os.ReadFile(filepath.Join(tg.Dir, "fsx", "f"))
+	if err != nil || !bytes.Equal(disk, model) {
+		t.Fatalf("server file: %d bytes (%v), model %d bytes", len(disk), err, len(model))
+	}
+}
+
+func TestFUSERandomIO(t *testing.T) { forEachTarget(t, testRandomIO) }
