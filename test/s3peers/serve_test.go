@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,9 +49,27 @@ func otherFrontendsOff(t *testing.T, bin string) []string {
 	return args
 }
 
+// syncBuffer is a bytes.Buffer the child's output goroutine and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 type served struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	addrs  map[string]string
 	done   chan error
 }
@@ -62,13 +81,13 @@ func startServe(t *testing.T, bin, data string, env []string) *served {
 		otherFrontendsOff(t, bin)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cmd.Stdout = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &served{cmd: cmd, stderr: &stderr, done: make(chan error, 1)}
+	s := &served{cmd: cmd, stderr: stderr, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
