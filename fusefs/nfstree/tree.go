@@ -61,6 +61,9 @@ type Options struct {
 	Debug bool
 	// FsName shows in /proc/mounts (e.g. the nfs:// URL).
 	FsName string
+	// Root, if set, is the directory to mount instead of the export's root
+	// (a subdirectory found with LookupPath).
+	Root nfs.FH
 }
 
 // FS is the state shared by all nodes of one mount.
@@ -124,7 +127,11 @@ func New(c *nfs.Client, opts Options) (*FS, error) {
 		opts.CommitEvery = 64 << 20
 	}
 	f := &FS{c: c, opts: opts}
-	f.root = &Node{fsys: f, fh: c.Root()}
+	root := c.Root()
+	if opts.Root != nil {
+		root = opts.Root
+	}
+	f.root = &Node{fsys: f, fh: root}
 	return f, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tristore/tristore/client/nfs"
 	"github.com/tristore/tristore/fusefs/nfstree"
 )
 
@@ -59,8 +60,17 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		return err
 	}
 	defer s.Close()
+	// A path below the export mounts that subdirectory.
+	var root nfs.FH
 	if s.Rel != "" {
-		return fmt.Errorf("mount: %s is not an export (exports: %s is); mount the export", nu.Path, s.Export)
+		fh, a, err := s.C.LookupPath(ctx, s.Rel)
+		if err != nil {
+			return fmt.Errorf("mount: %s in export %s: %w", s.Rel, s.Export, err)
+		}
+		if a.Type != nfs.TypeDir {
+			return fmt.Errorf("mount: %s is a %s, not a directory", nu.Path, a.Type)
+		}
+		root = fh
 	}
 	at := cfg.GetDuration("nfs-attr-timeout")
 	tree, err := nfstree.New(s.C, nfstree.Options{
@@ -68,7 +78,8 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		NoCache:     at == 0,
 		Form:        form,
 		Debug:       cfg.GetBool("nfs-debug"),
-		FsName:      "nfs://" + nu.Addr + s.Export,
+		FsName:      "nfs://" + nu.Addr + nu.Path,
+		Root:        root,
 	})
 	if err != nil {
 		return err

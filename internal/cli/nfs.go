@@ -215,14 +215,14 @@ func newNFSLsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 1, ' ', tabwriter.AlignRight)
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 1, ' ', 0)
 				defer w.Flush()
 				show := func(name string, a *nfs.Attr) {
 					if !long || a == nil {
-						fmt.Fprintf(w, "%s\t\n", name)
+						fmt.Fprintln(w, name)
 						return
 					}
-					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t\n", a.FileMode(), a.UID, a.GID, a.Size, a.Mtime.UTC().Format(time.RFC3339), name)
+					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\n", a.FileMode(), a.UID, a.GID, a.Size, a.Mtime.UTC().Format(time.RFC3339), name)
 				}
 				if a.Type != nfs.TypeDir {
 					show(path.Base("/"+s.Rel), a)

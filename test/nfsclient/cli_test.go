@@ -158,13 +158,18 @@ func TestCLIMount(t *testing.T) {
 	if _, _, err := c.Mkdir(ctxT(t), root, "m", nfs.SetAttr{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, access := range []string{"default", "sync"} {
+	for _, access := range []string{"default", "sync", "subdir"} {
 		t.Run(access, func(t *testing.T) {
+			url, sub := "nfs://"+tg.Addr+"/?access="+access, "m"
+			if access == "subdir" {
+				// A directory below the export is mounted by walking to it.
+				url, sub = "nfs://"+tg.Addr+"/m", ""
+			}
 			dir := filepath.Join(t.TempDir(), "mnt")
 			os.Mkdir(dir, 0o755)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cmd := tristoreCmd(ctx, "", "mount", "nfs://"+tg.Addr+"/?access="+access, dir)
+			cmd := tristoreCmd(ctx, "", "mount", url, dir)
 			var logb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &logb, &logb
 			if err := cmd.Start(); err != nil {
@@ -190,7 +195,7 @@ func TestCLIMount(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			p := filepath.Join(dir, "m", access+".txt")
+			p := filepath.Join(dir, sub, access+".txt")
 			f, err := os.Create(p)
 			if err != nil {
 				t.Fatal(err)
