@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -470,4 +471,32 @@ func TestMultiConnection(t *testing.T) {
 	}
 	c.mustCmd(wire.TestUnitReady(), nil, 0)
 	a.expectClosed(t)
+}
+
+// TestPerTargetCHAP: a CHAP file gives one target its own secret while
+// others (and discovery) follow the default.
+func TestPerTargetCHAP(t *testing.T) {
+	path := t.TempDir() + "/chap"
+	iqn := TargetName("vols", "disk")
+	os.WriteFile(path, []byte("# per-target secrets\n"+strings.ToUpper(iqn)+"  bob bob-secret-1234  tgt tgt-secret-5678\n"), 0o600)
+	per, err := LoadCHAPFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := startTarget(t, Config{PerTarget: per})
+	bob := wire.CHAPCredentials{User: "bob", Secret: "bob-secret-1234"}
+	tgt := wire.CHAPCredentials{User: "tgt", Secret: "tgt-secret-5678"}
+	if _, err := dial(t, tt.addr, loginOpts{target: tt.iqn}); err == nil {
+		t.Fatal("login without CHAP to a CHAP target succeeded")
+	}
+	if _, err := dial(t, tt.addr, loginOpts{target: tt.iqn, chap: &bob, mutual: &tgt, isid: 1}); err != nil {
+		t.Fatalf("per-target mutual CHAP: %v", err)
+	}
+	if _, err := dial(t, tt.addr, loginOpts{isid: 2}); err != nil {
+		t.Fatalf("discovery without CHAP: %v", err)
+	}
+	os.WriteFile(path, []byte("iqn.x only-two-fields\n"), 0o600)
+	if _, err := LoadCHAPFile(path); err == nil {
+		t.Fatal("malformed CHAP file accepted")
+	}
 }
