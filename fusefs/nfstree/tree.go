@@ -106,7 +106,7 @@ type Node struct {
 
 // New builds the root node for c, which must be mounted (c.Root() set).
 func New(c *nfs.Client, opts Options) (*FS, error) {
-	if c.Root() == nil {
+	if c.Root() == nil && opts.Root == nil {
 		return nil, errors.New("nfstree: client is not mounted")
 	}
 	if opts.AttrTimeout == 0 && !opts.NoCache {
