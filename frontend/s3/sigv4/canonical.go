@@ -128,10 +128,14 @@ func headerValue(r *http.Request, name string) (string, bool) {
 	var vals []string
 	switch name {
 	case "host":
-		if r.Host == "" {
+		h := r.Host
+		if h == "" && r.URL != nil { // client-side requests (tests, tools)
+			h = r.URL.Host
+		}
+		if h == "" {
 			return "", false
 		}
-		vals = []string{r.Host}
+		vals = []string{h}
 	default:
 		vals = r.Header.Values(name)
 		if len(vals) == 0 {

@@ -13,7 +13,7 @@ func (v *Verifier) verify(r *http.Request) (Result, error) {
 	authz := r.Header.Get("Authorization")
 	q := r.URL.Query()
 	presigned := q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential") || q.Has("X-Amz-Algorithm")
-	if q.Has("Signature") && q.Has("AWSAccessKeyId") {
+	if authz == "" && q.Has("Signature") && q.Has("AWSAccessKeyId") {
 		return Result{}, errInvalidArg("Signature Version 2 presigned URLs are not supported; use Signature Version 4.")
 	}
 	switch {
