@@ -126,6 +126,9 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 	ents, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
+		}
 		return err
 	}
 	for _, e := range ents {

@@ -114,6 +114,9 @@ func (l *lister) walkDir(dk string) error {
 	ents, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // removed (its last object deleted) while we listed
+		}
 		return err
 	}
 	items := make([]dirItem, 0, len(ents))
