@@ -147,3 +147,30 @@ func (rc *recorder) keys() []string {
 	}
 	return out
 }
+
+// TestPeerCurl: curl's built-in --aws-sigv4 signer (PUT and GET).
+func TestPeerCurl(t *testing.T) {
+	curl := testutil.NeedCmd(t, "curl")
+	if err := exec.Command(curl, "--help", "all").Run(); err != nil {
+		t.Skip("curl cannot list its options")
+	}
+	if out, _ := exec.Command(curl, "--help", "all").Output(); !strings.Contains(string(out), "--aws-sigv4") {
+		t.Skip("this curl has no --aws-sigv4")
+	}
+	rec := newRecorder(NewVerifier(testCreds, testRegion))
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, []byte("curl body"), 0o644)
+	u := srv.URL + "/bucket/curl%20key+x"
+	sig := []string{"--aws-sigv4", "aws:amz:" + testRegion + ":s3", "--user", testAK + ":" + testSecret, "-s", "-f", "-H", "x-amz-content-sha256: " + sha([]byte("curl body"))}
+	runPeer(t, curl, nil, append(sig, "-T", src, u)...)
+	if got := rec.body("/bucket/curl key+x"); string(got) != "curl body" {
+		t.Fatalf("stored %q (have %v)", got, rec.keys())
+	}
+	out := runPeer(t, curl, nil, "--aws-sigv4", "aws:amz:"+testRegion+":s3", "--user", testAK+":"+testSecret, "-s", "-f", "-H", "x-amz-content-sha256: "+emptySHA256, u)
+	if out != "curl body" {
+		t.Fatalf("GET: %q", out)
+	}
+}
