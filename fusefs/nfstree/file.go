@@ -48,6 +48,8 @@ type handle struct {
 	bufO uint64     // file offset of buf[0]
 	un   *nfs.UnstableWriter
 	err  syscall.Errno // a failed send, reported at the next flush/fsync
+	// lastAfter is the post-op attributes of the last stable WRITE.
+	lastAfter *nfs.Attr
 
 	// Full write-behind buffers are sent in the background (at most
 	// maxAsync at once) so the writer keeps filling the next one. They
@@ -258,6 +260,7 @@ func (h *handle) writeStable(ctx context.Context, fh nfs.FH, off uint64, data []
 		}
 		off += uint64(wr.Count)
 		data = data[wr.Count:]
+		h.lastAfter = wr.WCC.After
 	}
 	return nil
 }
@@ -310,7 +313,8 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 		return e
 	}
 	wrote := h.un.Pending() > 0 || len(h.buf) > 0
-	if h.un.Pending() == 0 && len(h.buf) > 0 && len(h.buf) <= int(h.n.fsys.c.Wsize()) {
+	single := h.un.Pending() == 0 && len(h.buf) > 0 && len(h.buf) <= int(h.n.fsys.c.Wsize())
+	if single {
 		// Everything fits in one WRITE: send it FILE_SYNC and skip the
 		// COMMIT (the Linux client's FLUSH_COND_STABLE).
 		data, off := h.buf, h.bufO
@@ -329,7 +333,7 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 		h.err = errno(err)
 		return h.err
 	}
-	if wrote {
+	if wrote && !single {
 		h.n.fsys.commits.Add(1)
 	}
 	if e := h.err; e != 0 {
@@ -340,8 +344,14 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	// Our own writes changed size and mtime: remember them so the next
-	// open keeps the page cache.
-	if a, err := h.n.fsys.c.Getattr(ctx, h.n.handle()); err == nil {
+	// open keeps the page cache. A FILE_SYNC flush brought the attributes
+	// in its reply; otherwise ask.
+	a, err := h.lastAfter, error(nil)
+	if h.lastAfter == nil || !single {
+		a, err = h.n.fsys.c.Getattr(ctx, h.n.handle())
+	}
+	h.lastAfter = nil
+	if err == nil {
 		h.n.mu.Lock()
 		h.n.seenSize, h.n.seenMtime = a.Size, a.Mtime
 		h.n.mu.Unlock()
