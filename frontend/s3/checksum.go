@@ -47,12 +47,13 @@ type expected struct {
 // also remembers the first error of the underlying body (truncation, a bad
 // chunk signature) so the handler reports that, not the store's wrapping.
 type verifyingReader struct {
-	r    io.Reader
-	size int64 // expected total, -1 if unknown
-	n    int64
-	exp  []expected
-	err  error // first failure seen (body error or digest mismatch)
-	done bool
+	r       io.Reader
+	size    int64 // expected total, -1 if unknown
+	n       int64
+	exp     []expected
+	err     error // first failure seen (body error or digest mismatch)
+	done    bool
+	drained bool
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
@@ -62,6 +63,9 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.size >= 0 && v.n+int64(len(p)) > v.size {
 		p = p[:v.size-v.n]
 		if len(p) == 0 {
+			if err := v.drain(); err != nil {
+				return 0, err
+			}
 			if err := v.finish(); err != nil {
 				return 0, err
 			}
@@ -73,13 +77,20 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	for _, e := range v.exp {
 		e.h.Write(p[:n])
 	}
+	// Errors never come with data: io.ReadFull (and so the store) drops
+	// an error returned together with a full buffer, and would publish.
 	if err != nil && err != io.EOF {
 		v.err = err
-		return n, err
+		return 0, err
 	}
 	if err == io.EOF && v.size >= 0 && v.n < v.size {
 		v.err = ErrIncompleteBody
-		return n, v.err
+		return 0, v.err
+	}
+	if err == nil && v.size >= 0 && v.n == v.size {
+		if derr := v.drain(); derr != nil {
+			return 0, derr
+		}
 	}
 	if err == io.EOF || (v.size >= 0 && v.n == v.size) {
 		if ferr := v.finish(); ferr != nil {
@@ -89,6 +100,35 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// drain reads the body to its end once all size bytes have arrived. A
+// store that knows the size stops reading there, but an aws-chunked body
+// still has its final chunk, trailer checksum and trailer signature to be
+// verified, which the sigv4 reader does only when it reaches EOF; without
+// this a forged trailer would go unnoticed. Bounded: a reader that keeps
+// returning (0, nil) is left after a few tries.
+func (v *verifyingReader) drain() error {
+	if v.drained {
+		return v.err
+	}
+	v.drained = true
+	var b [1]byte
+	for i := 0; i < 16; i++ {
+		m, err := v.r.Read(b[:])
+		if m > 0 {
+			v.err = ErrInvalidRequest.withMessage("the body is longer than its declared length")
+			return v.err
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			v.err = err
+			return err
+		}
+	}
+	return nil
 }
 
 func (v *verifyingReader) finish() error {

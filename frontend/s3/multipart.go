@@ -105,6 +105,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	for alg, v := range sums {
 		w.Header().Set("X-Amz-Checksum-"+strings.ToLower(alg), v)
 	}
+	echoTrailerChecksums(w.Header(), r)
 	w.WriteHeader(http.StatusOK)
 	return nil
 }

@@ -133,6 +133,18 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	for alg, v := range sums {
 		h.Set("X-Amz-Checksum-"+strings.ToLower(alg), v)
 	}
+	echoTrailerChecksums(h, r)
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// echoTrailerChecksums returns checksums that arrived (verified by sigv4)
+// in an aws-chunked trailer, as S3 does. They are not kept with the
+// object: the metadata was handed to the store before the trailer arrived.
+func echoTrailerChecksums(h http.Header, r *http.Request) {
+	for k, vs := range r.Trailer {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") && len(vs) > 0 {
+			h.Set(k, vs[0])
+		}
+	}
 }
