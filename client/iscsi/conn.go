@@ -41,7 +41,7 @@ type conn struct {
 	expCmdSN  uint32
 	maxCmdSN  uint32
 	expStatSN uint32
-	window    chan struct{} // closed (and replaced) whenever MaxCmdSN moves
+	window    chan struct{} // made by a sender waiting for MaxCmdSN to move; closed when it does
 	tasks     map[uint32]*task
 	nextITT   uint32
 	logout    chan *proto.PDU
@@ -72,7 +72,7 @@ func newConn(pc *proto.Conn, st *loginState, lun uint64, log *slog.Logger) *conn
 	c := &conn{
 		pc: pc, params: st.params, targetKeys: st.targetKeys, lun: lun, log: log,
 		cmdSN: st.cmdSN, expCmdSN: st.expCmdSN, maxCmdSN: st.maxCmdSN, expStatSN: st.expStatSN,
-		window: make(chan struct{}), tasks: map[uint32]*task{}, nextITT: 0x1000,
+		tasks: map[uint32]*task{}, nextITT: 0x1000,
 		logout: make(chan *proto.PDU, 1),
 		dead:   make(chan struct{}), readDone: make(chan struct{}),
 	}
@@ -175,8 +175,10 @@ func (c *conn) updateSN(p *proto.PDU) {
 	}
 	if snLT(c.maxCmdSN, p.MaxCmdSN) {
 		c.maxCmdSN = p.MaxCmdSN
-		close(c.window)
-		c.window = make(chan struct{})
+		if c.window != nil { // someone waits for the window to open
+			close(c.window)
+			c.window = nil
+		}
 	}
 }
 
@@ -293,6 +295,9 @@ func (c *conn) sendCommand(ctx context.Context, p *proto.PDU) error {
 			p.ExpStatSN = c.expStatSN
 			c.mu.Unlock()
 			break
+		}
+		if c.window == nil {
+			c.window = make(chan struct{})
 		}
 		w := c.window
 		c.mu.Unlock()
