@@ -39,8 +39,9 @@ const (
 	bucket    = "crash"
 	numKeys   = 24
 	workers   = 12
-	rounds    = 3
-	maxPuts   = 200 // over all rounds
+	// rounds and PUTs (over all rounds) per run; TRISTORE_LONG=1 multiplies both.
+	defaultRounds  = 3
+	defaultMaxPuts = 200
 )
 
 // buildOnce builds the tristore binary once per test binary run.
@@ -307,6 +308,10 @@ func TestKillDuringPuts(t *testing.T) {
 		}
 		states[i] = keyState{}
 	}
+	rounds, maxPuts, timeBound := defaultRounds, defaultMaxPuts, 90*time.Second
+	if os.Getenv("TRISTORE_LONG") == "1" {
+		rounds, maxPuts, timeBound = 10*defaultRounds, 10*defaultMaxPuts, 15*time.Minute
+	}
 	puts := 0
 	started := time.Now()
 	for round := range rounds {
@@ -316,7 +321,7 @@ func TestKillDuringPuts(t *testing.T) {
 		t.Logf("round %d: %d PUTs started, server killed with %d temp files on disk", round+1, n, tmpSeen)
 		srv = startServer(t, bin, data)
 		verify(t, ctx, srv, data, keys, states)
-		if time.Since(started) > 90*time.Second {
+		if time.Since(started) > timeBound {
 			t.Logf("stopping after %d rounds (slow machine)", round+1)
 			break
 		}

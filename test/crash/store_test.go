@@ -173,7 +173,11 @@ func storeCrash(t *testing.T, noXattr bool) {
 	states := make([]keyState, storeKeys+1)
 	states[storeKeys] = keyState{acked: -1, attempted: -1} // no multipart object yet
 
-	for round := range 2 {
+	rounds := 2
+	if os.Getenv("TRISTORE_LONG") == "1" {
+		rounds = 20
+	}
+	for round := range rounds {
 		acks, killedAt := runHelper(t, dir, noXattr, states)
 		t.Logf("round %d: %d acknowledged writes, killed %s", round+1, acks, killedAt)
 		st, err := posix.Open(dir, posix.Options{NoXattr: noXattr})
