@@ -34,6 +34,10 @@ type lister struct {
 	res    store.ListResult
 	count  int
 	steps  int
+	// group is a delimiter other than "/": the walk then visits every key
+	// under the prefix and rolls keys up into common prefixes as it goes.
+	group  string
+	lastCP string
 }
 
 // emit adds an object or common prefix; it stops the walk once the page is
@@ -58,7 +62,8 @@ func (l *lister) emit(name string, oi *store.ObjectInfo) error {
 // sorts as "d/"), which makes a depth-first walk produce S3 order: "a-b"
 // comes before "a/b" because '-' < '/'. With delimiter "/" a directory under
 // the prefix is reported as a common prefix without being walked, and the
-// walk starts at the deepest directory the prefix names.
+// walk starts at the deepest directory the prefix names. Other delimiters
+// than "/" are supported by grouping during a full walk of the prefix.
 func (b *Backend) List(ctx context.Context, bucket string, opts store.ListOptions) (store.ListResult, error) {
 	if err := validBucket(bucket); err != nil {
 		return store.ListResult{}, noSuchBucketIfInvalid(err)
@@ -66,10 +71,12 @@ func (b *Backend) List(ctx context.Context, bucket string, opts store.ListOption
 	if err := b.bucketExists(bucket); err != nil {
 		return store.ListResult{}, err
 	}
-	if opts.Delimiter != "" && opts.Delimiter != "/" {
-		return store.ListResult{}, fmt.Errorf("%w: delimiter %q (only \"/\")", store.ErrNotSupported, opts.Delimiter)
-	}
 	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit}
+	if opts.Delimiter != "" && opts.Delimiter != "/" {
+		// Any other delimiter: no directory maps to its prefixes, so walk
+		// the whole subtree of the prefix and group keys on the way.
+		l.group, l.opts.Delimiter = opts.Delimiter, ""
+	}
 	if l.limit <= 0 {
 		l.limit = 1000
 	}
@@ -194,6 +201,17 @@ func (l *lister) walkDir(dk string) error {
 // emitFile stats one file and emits it as an object. A file that vanished
 // meanwhile is skipped.
 func (l *lister) emitFile(key, path string) error {
+	if l.group != "" {
+		if i := strings.Index(key[len(l.opts.Prefix):], l.group); i >= 0 {
+			// Keys come in order, so one common prefix's keys are contiguous.
+			cp := key[:len(l.opts.Prefix)+i+len(l.group)]
+			if cp <= l.opts.After || cp == l.lastCP {
+				return nil
+			}
+			l.lastCP = cp
+			return l.emit(cp, nil)
+		}
+	}
 	l.steps++
 	if l.steps%256 == 0 {
 		if err := l.ctx.Err(); err != nil {

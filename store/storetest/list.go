@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -124,7 +125,12 @@ func testListModel(t *testing.T, newStore func(*testing.T) store.Store) {
 	}
 	prefixes := []string{"", "a", "a/", "a/b", "a/c", "a/c/", "c/d", "c/d/", "c/d/e/f", "é", "z/", "z/y", "zz", "a/b-", "A"}
 	afters := []string{"", "a", "a/", "a/b", "a/b.", "a/c", "a/c/", "a/c/e", "a/c/e/f", "b", "c/d/", "z/y/", "~", "\xff"}
-	for _, delim := range []string{"", "/"} {
+	// Delimiters other than "/" may be refused with ErrNotSupported.
+	for _, delim := range []string{"", "/", "-", "b", "/c", "é"} {
+		if _, err := s.List(ctx, "bkt", store.ListOptions{Delimiter: delim}); errors.Is(err, store.ErrNotSupported) && delim != "" && delim != "/" {
+			t.Logf("delimiter %q not supported by this store", delim)
+			continue
+		}
 		for _, p := range prefixes {
 			for _, after := range afters {
 				for _, limit := range []int{0, 1, 2, 3, 7} {
@@ -147,7 +153,10 @@ func testListModel(t *testing.T, newStore func(*testing.T) store.Store) {
 		}
 	}
 	// Paging by NextAfter visits everything exactly once.
-	for _, delim := range []string{"", "/"} {
+	for _, delim := range []string{"", "/", "-"} {
+		if _, err := s.List(ctx, "bkt", store.ListOptions{Delimiter: delim}); errors.Is(err, store.ErrNotSupported) && delim == "-" {
+			continue
+		}
 		for _, limit := range []int{1, 2, 5} {
 			wo, wc, _, _ := model(listKeys, store.ListOptions{Delimiter: delim})
 			var gotO, gotC []string
