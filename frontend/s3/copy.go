@@ -63,6 +63,9 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
 		return err
 	}
+	if err := refuseUnsupported(r.Header); err != nil {
+		return err
+	}
 	directive := strings.ToUpper(r.Header.Get("X-Amz-Metadata-Directive"))
 	if directive != "" && directive != "COPY" && directive != "REPLACE" {
 		return ErrInvalidArgument.withMessage("Unknown metadata directive.")

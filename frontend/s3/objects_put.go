@@ -24,6 +24,9 @@ var storedHeaders = []string{"Cache-Control", "Content-Disposition", "Content-En
 // CreateMultipartUpload supplies in its headers.
 func (s *Server) metaFromRequest(h http.Header, rc *reqCtx) (store.ObjectMeta, error) {
 	m := store.ObjectMeta{ContentType: h.Get("Content-Type"), Owner: rc.ident.User}
+	if err := refuseUnsupported(h); err != nil {
+		return m, err
+	}
 	size := 0
 	for k, vs := range h {
 		lk := strings.ToLower(k)
@@ -147,4 +150,25 @@ func echoTrailerChecksums(h http.Header, r *http.Request) {
 			h.Set(k, vs[0])
 		}
 	}
+}
+
+// unsupportedHeaders name object features tristore does not keep. A
+// request asking for one is refused rather than stored without it: a
+// client asking for encryption or a retention lock must not believe it
+// got one.
+var unsupportedHeaders = []string{
+	"x-amz-server-side-encryption", "x-amz-tagging", "x-amz-object-lock-",
+	"x-amz-website-redirect-location",
+}
+
+func refuseUnsupported(h http.Header) error {
+	for k := range h {
+		lk := strings.ToLower(k)
+		for _, u := range unsupportedHeaders {
+			if strings.HasPrefix(lk, u) {
+				return ErrNotImplemented.withMessage(k + " is not supported by this server")
+			}
+		}
+	}
+	return nil
 }

@@ -370,6 +370,8 @@ func TestCopyAndACL(t *testing.T) {
 		t.Fatalf("object ACL: %s", g.body)
 	}
 	wantErr(t, ts.do(t, "GET", "/cbk?cors", nil, nil), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "PUT", "/cbk/enc", []byte("x"), map[string]string{"X-Amz-Server-Side-Encryption": "aws:kms"}), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "GET", "/cbk/enc", nil, nil), 404, "NoSuchKey")
 }
 
 // TestGracefulShutdown starts a slow PUT, closes the server mid-request and
