@@ -168,16 +168,29 @@ func login(ctx context.Context, pc *proto.Conn, cfg *Config, isid [6]byte, disco
 		keys = append(keys, proto.KV{Key: "SessionType", Value: "Normal"}, proto.KV{Key: "TargetName", Value: cfg.Target})
 	}
 	if cfg.CHAP.Set() {
-		keys = append(keys, proto.KV{Key: "AuthMethod", Value: "CHAP"})
+		// With one-way CHAP a target that needs no authentication (tgt's
+		// discovery sessions, say) may answer None; with mutual CHAP we
+		// insist on authenticating the target, so CHAP is the only offer.
+		offer := "CHAP,None"
+		if cfg.TargetCHAP.Set() {
+			offer = "CHAP"
+		}
+		keys = append(keys, proto.KV{Key: "AuthMethod", Value: offer})
 		resp, err := lg.exchange(proto.StageSecurity, proto.StageOperational, false, keys)
 		if err != nil {
 			return nil, err
 		}
-		if v, _ := proto.Lookup(resp, "AuthMethod"); v != "CHAP" {
-			return nil, fmt.Errorf("%w: target answered AuthMethod=%q to CHAP", ErrLogin, v)
-		}
-		if err := lg.chap(cfg); err != nil {
-			return nil, err
+		switch v, _ := proto.Lookup(resp, "AuthMethod"); {
+		case v == "CHAP":
+			if err := lg.chap(cfg); err != nil {
+				return nil, err
+			}
+		case v == "None" && !cfg.TargetCHAP.Set():
+			if err := lg.untilTransit(proto.StageSecurity, proto.StageOperational); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w: target answered AuthMethod=%q to %s", ErrAuth, v, offer)
 		}
 	} else {
 		keys = append(keys, proto.KV{Key: "AuthMethod", Value: "None"})

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tristore/tristore/client/iscsi"
 	"github.com/tristore/tristore/internal/testutil"
+	proto "github.com/tristore/tristore/proto/iscsi"
 )
 
 // tgtTarget is a running tgtd (the peer userspace target) with one target
@@ -161,6 +163,16 @@ func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
 		if err := tgtadm(ctx, tt.ctl, s...); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// If the port was taken meanwhile, tgtd falls back to its default
+	// portal (every address, port 3260): make sure it serves ours.
+	dcfg := iscsi.Config{Portal: tt.Portal}
+	if o.user != "" {
+		dcfg.CHAP = proto.CHAPCredentials{User: o.user, Secret: o.secret}
+	}
+	ts, err := iscsi.Discover(ctx, dcfg)
+	if err != nil || len(ts) != 1 || ts[0].Name != o.iqn {
+		t.Fatalf("tgtd is not serving %s on %s (port taken?): %v %v", o.iqn, tt.Portal, ts, err)
 	}
 	return tt
 }
