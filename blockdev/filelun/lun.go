@@ -14,9 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/blockdev"
 	"github.com/tristore/tristore/store"
@@ -35,7 +38,8 @@ type LUN struct {
 	bs      int
 	size    atomic.Int64
 	closed  atomic.Bool
-	release func() // drops the in-use lock, if any
+	release func()   // drops the in-use lock, if any
+	mapf    *os.File // read-only view of the volume file for SEEK_DATA/SEEK_HOLE, if local
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -161,6 +165,35 @@ func (l *LUN) Unmap(ctx context.Context, off, n int64) error {
 		done += c
 	}
 	return nil
+}
+
+// Provisioning reports whether the block at off is mapped (holds data)
+// and how many bytes from off share that state, for GET LBA STATUS. Without
+// a local file every block is reported mapped, which is always allowed.
+func (l *LUN) Provisioning(off int64) (mapped bool, n int64, err error) {
+	size := l.size.Load()
+	if off < 0 || off >= size {
+		return false, 0, blockdev.ErrOutOfRange
+	}
+	if l.mapf == nil || l.closed.Load() {
+		return true, size - off, nil
+	}
+	fd := int(l.mapf.Fd())
+	data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+	if errors.Is(err, unix.ENXIO) {
+		return false, size - off, nil // only a hole from off to the end
+	}
+	if err != nil {
+		return true, size - off, nil // SEEK_DATA unsupported: report mapped
+	}
+	if data > off {
+		return false, min(data, size) - off, nil
+	}
+	hole, err := unix.Seek(fd, off, unix.SEEK_HOLE)
+	if err != nil {
+		return true, size - off, nil
+	}
+	return true, min(hole, size) - off, nil
 }
 
 // CanPunchHoles reports whether Unmap deallocates space (thin provisioning).

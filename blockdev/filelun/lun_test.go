@@ -140,3 +140,31 @@ func TestSizePoll(t *testing.T) {
 		t.Fatalf("size not refreshed: %d", l.Size())
 	}
 }
+
+func TestProvisioning(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	if _, err := Create(ctx, st, "vols", "thin", 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := Open(ctx, st, "vols", "thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if m, n, err := l.Provisioning(0); err != nil || m || n != 4<<20 {
+		t.Fatalf("empty volume: %v %d %v", m, n, err)
+	}
+	if _, err := l.WriteAt(ctx, bytes.Repeat([]byte{1}, 64<<10), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if m, n, err := l.Provisioning(0); err != nil || m || n != 1<<20 {
+		t.Fatalf("before data: %v %d %v", m, n, err)
+	}
+	if m, n, err := l.Provisioning(1 << 20); err != nil || !m || n < 64<<10 {
+		t.Fatalf("data: %v %d %v", m, n, err)
+	}
+	if _, _, err := l.Provisioning(4 << 20); !errors.Is(err, blockdev.ErrOutOfRange) {
+		t.Fatalf("past the end: %v", err)
+	}
+}

@@ -288,7 +288,7 @@ func Resize(ctx context.Context, st Store, bucket, name string, size int64) (Inf
 		return Info{}, err
 	}
 	if size < old.Size {
-		unlock, err := lockVolume(st, bucket, name, true)
+		unlock, _, err := lockVolume(st, bucket, name, true)
 		if err != nil {
 			return Info{}, err
 		}
@@ -318,7 +318,7 @@ func Delete(ctx context.Context, st Store, bucket, name string) error {
 	if _, ok := reg[name]; !ok {
 		return fmt.Errorf("%s/%s: %w", bucket, name, ErrNotVolume)
 	}
-	unlock, err := lockVolume(st, bucket, name, true)
+	unlock, _, err := lockVolume(st, bucket, name, true)
 	if err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func Open(ctx context.Context, st Store, bucket, name string) (*LUN, Info, error
 	if err != nil {
 		return nil, Info{}, err
 	}
-	unlock, err := lockVolume(st, bucket, name, false)
+	unlock, lockf, err := lockVolume(st, bucket, name, false)
 	if err != nil {
 		return nil, Info{}, err
 	}
@@ -352,6 +352,7 @@ func Open(ctx context.Context, st Store, bucket, name string) (*LUN, Info, error
 		return nil, Info{}, err
 	}
 	l.release = unlock
+	l.mapf = lockf
 	return l, in, nil
 }
 
@@ -378,15 +379,17 @@ func allocated(st store.Store, bucket, name string) int64 {
 }
 
 // lockVolume takes a shared (target) or exclusive (shrink/delete) flock on
-// the volume file without waiting. Stores without local files get no lock.
-func lockVolume(st store.Store, bucket, name string, exclusive bool) (func(), error) {
+// the volume file without waiting. It also returns the read-only file
+// holding the lock (nil when the store has no local files), which the LUN
+// uses to find holes. Stores without local files get no lock.
+func lockVolume(st store.Store, bucket, name string, exclusive bool) (func(), *os.File, error) {
 	p, ok := localPath(st, bucket, name)
 	if !ok {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	how := syscall.LOCK_SH
 	if exclusive {
@@ -395,9 +398,9 @@ func lockVolume(st store.Store, bucket, name string, exclusive bool) (func(), er
 	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s/%s: %w (stop `tristore serve` or only grow it)", bucket, name, ErrInUse)
+			return nil, nil, fmt.Errorf("%s/%s: %w (stop `tristore serve` or only grow it)", bucket, name, ErrInUse)
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return func() { f.Close() }, nil
+	return func() { f.Close() }, f, nil
 }

@@ -46,6 +46,7 @@ OFF=(--s3-addr off --admin-addr off)
 SERVE_PID=$!
 tgtd -f -C "$CTL" --iscsi "portal=127.0.0.1:$P2" >"$WORK/tgtd.log" 2>&1 &
 TGT_PID=$!
+disown "$TGT_PID" 2>/dev/null || true
 for _ in $(seq 100); do tgtadm -C "$CTL" --lld iscsi --op new --mode target --tid 1 -T iqn.2026-11.io.tristore.bench:tgt 2>/dev/null && break; sleep 0.1; done
 tgtadm -C "$CTL" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/tgt.img" --bstype rdwr
 tgtadm -C "$CTL" --lld iscsi --op bind --mode target --tid 1 -I ALL

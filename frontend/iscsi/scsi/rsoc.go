@@ -16,7 +16,7 @@ func init() {
 
 // serviceActions lists the service actions of opcodes that have them.
 var serviceActions = map[byte][]uint16{
-	iscsi.ScsiServiceActionIn16: {iscsi.SAReadCapacity16},
+	iscsi.ScsiServiceActionIn16: {iscsi.SAReadCapacity16, iscsi.SAGetLBAStatus},
 	iscsi.ScsiMaintenanceIn:     {iscsi.SAReportSupportedOps},
 	iscsi.ScsiPersistResIn:      {0, 1, 2, 3},
 	iscsi.ScsiPersistResOut:     {0, 1, 2, 3, 4, 5, 6},

@@ -58,6 +58,8 @@ func (lu *LU) serviceActionIn16(ctx context.Context, r *Request) *Response {
 	switch c[1] & 0x1f {
 	case iscsi.SAReadCapacity16:
 		return good(allocCut(lu.capacity().Marshal16(), int(be.Uint32(c[10:]))))
+	case iscsi.SAGetLBAStatus:
+		return lu.getLBAStatus(r)
 	}
 	return checkCondition(errInvalidFieldInCDB(1))
 }
@@ -439,4 +441,99 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 		return fail(werr)
 	}
 	return resp
+}
+
+func init() { handlers[iscsi.ScsiOrwrite16] = (*LU).orWrite }
+
+// orWrite is ORWRITE(16): each data-out byte is ORed into the medium. The
+// read-modify-write runs with other writes held off, like COMPARE AND WRITE.
+func (lu *LU) orWrite(ctx context.Context, r *Request) *Response {
+	rw, err := iscsi.ParseRW(r.CDB)
+	if err != nil {
+		return checkCondition(errInvalidFieldInCDB(0))
+	}
+	want := int64(rw.Blocks) * int64(lu.bs)
+	if resp := dataOutMismatch(r, want); resp != nil {
+		return resp
+	}
+	fail := func(err error) *Response {
+		resp := checkCondition(err)
+		resp.DataOutLen = want
+		return resp
+	}
+	off, n, err := lu.checkRange(rw, true)
+	if err != nil {
+		return fail(err)
+	}
+	resp := good(nil)
+	resp.DataOutLen = want
+	if n == 0 {
+		return resp
+	}
+	lu.cawMu.Lock()
+	defer lu.cawMu.Unlock()
+	medium := GetBuf(int(n))
+	defer PutBuf(medium)
+	if _, err := lu.dev.ReadAt(ctx, medium, off); err != nil {
+		return fail(err)
+	}
+	for i, b := range r.DataOut[:n] {
+		medium[i] |= b
+	}
+	var werr error
+	if rw.FUA || !lu.wce.Load() {
+		if f, ok := lu.dev.(blockdev.FUAWriter); ok {
+			_, werr = f.WriteAtFUA(ctx, medium, off)
+		} else if _, werr = lu.dev.WriteAt(ctx, medium, off); werr == nil {
+			werr = lu.dev.Flush(ctx)
+		}
+	} else {
+		_, werr = lu.dev.WriteAt(ctx, medium, off)
+	}
+	if werr != nil {
+		return fail(werr)
+	}
+	return resp
+}
+
+// provisioner is implemented by devices that know which blocks hold data
+// (filelun: SEEK_DATA/SEEK_HOLE on the volume file).
+type provisioner interface {
+	Provisioning(off int64) (mapped bool, n int64, err error)
+}
+
+// getLBAStatus is GET LBA STATUS: mapped/deallocated extents from the
+// starting LBA, as many descriptors as the allocation length holds (max 64).
+func (lu *LU) getLBAStatus(r *Request) *Response {
+	c := r.CDB
+	lba := be.Uint64(c[2:])
+	alloc := int(be.Uint32(c[10:]))
+	nb := lu.blocks()
+	if lba >= nb {
+		return checkCondition(errLBAOutOfRange)
+	}
+	d := make([]byte, 8)
+	pv, _ := lu.dev.(provisioner)
+	for i := 0; i < 64 && lba < nb && len(d)+16 <= max(alloc, 24); i++ {
+		mapped, n := true, int64(nb-lba)*int64(lu.bs)
+		if pv != nil {
+			m, l, err := pv.Provisioning(int64(lba) * int64(lu.bs))
+			if err != nil {
+				return checkCondition(err)
+			}
+			mapped, n = m, l
+		}
+		blocks := uint64(n+int64(lu.bs)-1) / uint64(lu.bs)
+		blocks = max(1, min(blocks, nb-lba, 0xffffffff))
+		e := make([]byte, 16)
+		be.PutUint64(e, lba)
+		be.PutUint32(e[8:], uint32(blocks))
+		if !mapped {
+			e[12] = 0x01 // deallocated
+		}
+		d = append(d, e...)
+		lba += blocks
+	}
+	be.PutUint32(d, uint32(len(d)-4))
+	return good(allocCut(d, alloc))
 }
