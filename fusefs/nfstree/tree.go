@@ -257,6 +257,9 @@ func (n *Node) flushWriters(ctx context.Context) syscall.Errno {
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.mu.Lock()
 	if e, ok := n.plus[name]; ok && time.Since(n.plusTime) < n.fsys.opts.AttrTimeout && e.Attr != nil && len(e.FH) > 0 {
+		// One use only: it serves the LOOKUP that follows the listing,
+		// not later ones that may come after the file changed.
+		delete(n.plus, name)
 		n.mu.Unlock()
 		return n.child(ctx, e.FH, e.Attr, out), 0
 	}
