@@ -48,7 +48,11 @@ func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, pe
 			return nil, err
 		}
 	}
-	return &file{f: f, b: b, path: p}, nil
+	fl := &file{f: f, b: b, path: p}
+	if flag&os.O_TRUNC != 0 {
+		fl.changed()
+	}
+	return fl, nil
 }
 
 func dirOf(p string) string {

@@ -13,15 +13,22 @@
 //	DATA/.tristore/multipart/<uploadID>/ info.json and part-NNNNN files
 //	DATA/.tristore/meta/<bucket>/<key>.json  metadata sidecars (no-xattr fallback)
 //	DATA/.tristore/buckets/<bucket>/     bucket info and config fallback files
+//	DATA/.tristore/lock                  flock: exclusive during start-up cleanup, then shared
 //	DATA/.tristore/iam/                  owned by the iam package, never touched here
 //
+// A key ending in '/' (a "directory marker", as S3 consoles make for
+// folders) is the file <dir>/.tristore-dir, so "a/" and "a/b" coexist; "a"
+// and "a/b" cannot (a path is a file or a directory): ErrKeyConflict.
+// Directories without any object in them (made over NFS) are not prefixes
+// of any key and are not listed.
 // Metadata (ETag, content type, user metadata, multipart part list) lives in
 // the extended attribute user.tristore.meta of the object file, written to the
 // temp file before the rename so content and metadata are published together.
 // When the file system has no user xattrs (or Options.NoXattr is set, or the
 // value is too big for the file system's xattr space) it lives in a sidecar
-// JSON file instead; the sidecar records the inode number it describes, so a
-// sidecar left behind by a crash or a foreign rename is recognised as stale.
+// JSON file instead, keyed by inode number: a sidecar left behind by a
+// foreign rename is recognised as stale, and a crash between writing the
+// sidecar and renaming the data leaves the old file with its own record.
 //
 // The record also keeps the size and mtime its ETag was computed for. Files
 // written by other views (NFS through vfs, iSCSI through Filer) change size or
