@@ -251,17 +251,31 @@ func lsTarget(ctx context.Context, c iscsi.Config, a *iscsi.Address, name string
 	return rows
 }
 
-// iscsiRange turns --offset/--length (bytes, humanized) into a block-aligned range.
+// iscsiRange turns --offset/--length (bytes, humanized) or --lba/--blocks
+// (in the LUN's blocks) into a block-aligned byte range.
 func iscsiRange(dev *iscsi.Session, offS, lenS string) (int64, int64, error) {
 	off, err := iscsiSize(offS)
 	if err != nil {
 		return 0, 0, fmt.Errorf("--offset: %w", err)
+	}
+	bsz := int64(dev.BlockSize())
+	if lba := cfg.GetInt64("lba"); lba >= 0 {
+		if off != 0 {
+			return 0, 0, errors.New("give --offset or --lba, not both")
+		}
+		off = lba * bsz
 	}
 	n := dev.Size() - off
 	if lenS != "" {
 		if n, err = iscsiSize(lenS); err != nil {
 			return 0, 0, fmt.Errorf("--length: %w", err)
 		}
+	}
+	if blocks := cfg.GetInt64("blocks"); blocks >= 0 {
+		if lenS != "" {
+			return 0, 0, errors.New("give --length or --blocks, not both")
+		}
+		n = blocks * bsz
 	}
 	bs := int64(dev.BlockSize())
 	if off%bs != 0 || n%bs != 0 {
@@ -339,6 +353,8 @@ func newISCSIReadCmd() *cobra.Command {
 	iscsiFlags(cmd.Flags())
 	cmd.Flags().String("offset", "0", "byte offset (block-aligned; 4KiB, 1MiB ... accepted)")
 	cmd.Flags().String("length", "", "bytes to read (block-aligned; default to the end of the LUN)")
+	cmd.Flags().Int64("lba", -1, "first logical block (instead of --offset)")
+	cmd.Flags().Int64("blocks", -1, "number of blocks (instead of --length)")
 	cmd.Flags().StringP("output", "o", "", "output file (default stdout)")
 	return cmd
 }
@@ -365,6 +381,12 @@ zeros.`,
 				return fmt.Errorf("--offset: %w", err)
 			}
 			bs := int64(dev.BlockSize())
+			if lba := cfg.GetInt64("lba"); lba >= 0 {
+				if off != 0 {
+					return errors.New("give --offset or --lba, not both")
+				}
+				off = lba * bs
+			}
 			if off%bs != 0 || off < 0 || off >= dev.Size() {
 				return fmt.Errorf("--offset %d must be a multiple of %d inside the %d-byte LUN", off, bs, dev.Size())
 			}
@@ -421,6 +443,7 @@ zeros.`,
 	}
 	iscsiFlags(cmd.Flags())
 	cmd.Flags().String("offset", "0", "byte offset (block-aligned)")
+	cmd.Flags().Int64("lba", -1, "first logical block (instead of --offset)")
 	cmd.Flags().StringP("input", "i", "", "input file (default stdin)")
 	cmd.Flags().Bool("pad", false, "zero-fill a partial last block")
 	cmd.Flags().Bool("fua", false, "write with Force Unit Access")

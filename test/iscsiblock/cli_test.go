@@ -98,6 +98,10 @@ func TestCLI(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes, differs from the %d written", len(got), len(data))
 	}
+	// the same range by LBA: 1 MiB = block 2048 of 512
+	if got := tristore(t, nil, "iscsi", "read", "--lba", "2048", "--blocks", "6144", lunURL); !bytes.Equal(got, data) {
+		t.Fatal("read by --lba/--blocks differs")
+	}
 	var res []struct {
 		Ops  int64   `json:"ops"`
 		IOPS float64 `json:"iops"`
