@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,13 @@ func newConn(srv *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	defer c.close()
 	log := c.srv.log
+	defer func() {
+		// A bug triggered by one initiator's input must not take down
+		// every other session: log it and drop this connection only.
+		if r := recover(); r != nil {
+			log.Error("iscsi: internal error; dropping connection", "remote", c.nc.RemoteAddr().String(), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
 	if err := c.login(); err != nil {
 		if !errors.Is(err, io.EOF) {
 			log.Debug("iscsi: login ended", "remote", c.nc.RemoteAddr().String(), "err", err)

@@ -500,3 +500,57 @@ func TestPerTargetCHAP(t *testing.T) {
 		t.Fatal("malformed CHAP file accepted")
 	}
 }
+
+// TestRandomPDUs sends a bounded stream of random (but well-framed) PDUs
+// after login; whatever the target does with them, it must keep serving
+// another session, and it must not crash.
+func TestRandomPDUs(t *testing.T) {
+	tt := startTarget(t, Config{})
+	good, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: 1, immediate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []wire.Opcode{wire.OpNOPOut, wire.OpSCSICommand, wire.OpTaskMgmtReq, wire.OpTextReq, wire.OpDataOut,
+		wire.OpSNACKReq, wire.OpLoginReq, wire.OpNOPIn, 0x1e}
+	seed := randBytes(4096)
+	pos := 0
+	next := func(n int) []byte {
+		if pos+n > len(seed) {
+			pos = 0
+		}
+		b := seed[pos : pos+n]
+		pos += n
+		return b
+	}
+	for round := 0; round < 8; round++ {
+		in, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: byte(10 + round), immediate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 40; i++ {
+			raw := append([]byte(nil), next(48)...)
+			raw[0] = byte(ops[int(raw[0])%len(ops)]) | raw[0]&0x40
+			raw[4] = 0                   // no AHS
+			raw[5], raw[6] = 0, raw[6]&1 // data segment < 512 bytes
+			dl := int(raw[6])<<8 | int(raw[7])
+			if raw[0]&0x3f == byte(wire.OpSCSICommand) {
+				raw[32] = []byte{wire.ScsiRead10, wire.ScsiWrite10, wire.ScsiInquiry, wire.ScsiModeSelect6,
+					wire.ScsiPersistResOut, wire.ScsiUnmap, wire.ScsiCompareAndWrite, wire.ScsiMaintenanceIn}[raw[32]%8]
+			}
+			pdu := append(raw, next(dl)...)
+			for len(pdu)%4 != 0 {
+				pdu = append(pdu, 0)
+			}
+			in.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := in.nc.Write(pdu); err != nil {
+				break // the target dropped us: fine
+			}
+		}
+		in.nc.Close()
+		good.mustCmd(wire.TestUnitReady(), nil, 0)
+	}
+	got := good.mustCmd(wire.Inquiry(false, 0, 96), nil, 96)
+	if string(got[8:16]) != "TRISTORE" {
+		t.Fatal("target stopped answering correctly")
+	}
+}

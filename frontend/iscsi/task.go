@@ -2,6 +2,8 @@ package iscsi
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -208,6 +210,12 @@ func (t *task) run() {
 		t.cancel()
 		close(t.done)
 		c.taskWG.Done()
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			c.srv.log.Error("iscsi: internal error in a command; dropping connection", "cdb", fmt.Sprintf("% x", t.cdb), "panic", r, "stack", string(debug.Stack()))
+			c.nc.Close()
+		}
 	}()
 	if t.write && t.edtl > 0 && !t.collect() {
 		c.unregister(t)

@@ -20,7 +20,7 @@ var mustPass = []string{
 	"PreventAllow", "Read6", "Read10", "Read12", "Read16", "ReadCapacity10", "ReadCapacity16",
 	"StartStopUnit", "TestUnitReady", "Unmap", "Verify10", "Verify12", "Verify16",
 	"Write10", "Write12", "Write16", "WriteSame10", "WriteSame16", "WriteVerify10", "WriteVerify12", "WriteVerify16",
-	"GetLBAStatus", "PrinReadKeys", "PrinServiceactionRange", "PrinReportCapabilities", "ProutRegister",
+	"GetLBAStatus", "OrWrite", "ReportSupportedOpcodes", "PrinReadKeys", "PrinServiceactionRange", "PrinReportCapabilities", "ProutRegister",
 	"ProutReserve", "ProutClear", "ProutPreempt", "Reserve6",
 	"iSCSIcmdsn", "iSCSIResiduals", "iSCSITMF",
 }
