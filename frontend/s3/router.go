@@ -237,6 +237,9 @@ func (c *countingWriter) Flush() {
 	}
 }
 
+// Unwrap lets http.ResponseController reach the connection (read deadlines).
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 func (c *countingWriter) status() int {
 	if c.code == 0 {
 		return http.StatusOK

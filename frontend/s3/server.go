@@ -16,9 +16,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +50,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// MaxHeaderBytes limits request headers (default 64 KiB; larger gets 431).
 	MaxHeaderBytes int
+	// BodyIdleTimeout is how long a request body may send nothing before
+	// the request fails (default 2 minutes). There is no total body
+	// deadline: a 5 GiB PUT over a slow link is fine as long as it moves.
+	BodyIdleTimeout time.Duration
 	Log            *slog.Logger
 	// Metrics, if set, receives the per-operation Prometheus collectors.
 	Metrics prometheus.Registerer
@@ -126,6 +132,9 @@ func New(st store.Store, opts Options) (*Server, error) {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.BodyIdleTimeout <= 0 {
+		opts.BodyIdleTimeout = 2 * time.Minute
 	}
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = 64 << 10
@@ -256,6 +265,9 @@ func (rc *reqCtx) opName() string {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	if r.Body != nil && r.ContentLength != 0 {
+		r.Body = &idleBody{ReadCloser: r.Body, ctl: http.NewResponseController(w), d: s.opts.BodyIdleTimeout}
+	}
 	bucket, key, err := s.parseTarget(r)
 	rc.bucket, rc.key = bucket, key
 	if err != nil {
@@ -307,6 +319,24 @@ func (s *Server) checkSkew(r *http.Request) error {
 		return ErrRequestTimeTooSkewed
 	}
 	return nil
+}
+
+// idleBody fails a request body that stalls: before each read it moves
+// the connection's read deadline BodyIdleTimeout ahead, so a client that
+// stops sending mid-body cannot hold a handler (and a temp file) forever.
+type idleBody struct {
+	io.ReadCloser
+	ctl *http.ResponseController
+	d   time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.ctl.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = ErrIncompleteBody.withMessage("the request body stalled for longer than " + b.d.String())
+	}
+	return n, err
 }
 
 var _ frontend.Server = (*Server)(nil)

@@ -469,3 +469,27 @@ func TestFullDiskAndSkew(t *testing.T) {
 		"Authorization": "AWS4-HMAC-SHA256 Credential=x/20200101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=00",
 		"X-Amz-Date":    old}), 403, "RequestTimeTooSkewed")
 }
+
+// TestStalledBody: a client that stops sending mid-body gets IncompleteBody
+// after BodyIdleTimeout, nothing is published, and the server keeps serving.
+func TestStalledBody(t *testing.T) {
+	ts := newTestServer(t)
+	ts.srv.opts.BodyIdleTimeout = 500 * time.Millisecond
+	wantStatus(t, ts.do(t, "PUT", "/stall", nil, nil), 200)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT /stall/obj HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n%s", strings.Repeat("s", 100))
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response to a stalled body: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 400 || !bytes.Contains(b, []byte("IncompleteBody")) {
+		t.Fatalf("stalled body: %d %s", res.StatusCode, b)
+	}
+	wantErr(t, ts.do(t, "GET", "/stall/obj", nil, nil), 404, "NoSuchKey")
+}
