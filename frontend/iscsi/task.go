@@ -97,7 +97,9 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 	c.tasksMu.Unlock()
 	c.taskWG.Add(1)
 	accepted := s.order(p.CmdSN, p.Immediate, func() {
-		s.begin()
+		if !t.immediate {
+			s.begin() // immediate commands take no window slot
+		}
 		go t.run()
 	})
 	if !accepted {
@@ -205,7 +207,7 @@ func (c *conn) newTTT() uint32 {
 
 // run executes the task: collect data-out, execute, answer.
 func (t *task) run() {
-	c, s := t.c, t.c.sess
+	c := t.c
 	defer func() {
 		t.cancel()
 		close(t.done)
@@ -219,7 +221,7 @@ func (t *task) run() {
 	}()
 	if t.write && t.edtl > 0 && !t.collect() {
 		c.unregister(t)
-		s.end()
+		t.endWindow()
 		return
 	}
 	resp := t.execute()
@@ -230,7 +232,7 @@ func (t *task) run() {
 		t.buf = nil
 	}
 	c.unregister(t)
-	s.end()
+	t.endWindow()
 	defer resp.Release()
 	if t.aborted.Load() || t.ctx.Err() != nil {
 		return // aborted tasks get no response (the TMF answers for them)
@@ -362,6 +364,12 @@ func (t *task) respond(r *scsi.Response) {
 		resp.Data = wire.SenseSegment(r.Sense)
 	}
 	c.send(resp, true)
+}
+
+func (t *task) endWindow() {
+	if !t.immediate {
+		t.c.sess.end()
+	}
 }
 
 // abort stops a task; it will send no response.
