@@ -54,7 +54,7 @@ type Options struct {
 	// the request fails (default 2 minutes). There is no total body
 	// deadline: a 5 GiB PUT over a slow link is fine as long as it moves.
 	BodyIdleTimeout time.Duration
-	Log            *slog.Logger
+	Log             *slog.Logger
 	// Metrics, if set, receives the per-operation Prometheus collectors.
 	Metrics prometheus.Registerer
 	// Auth authenticates requests; required.
