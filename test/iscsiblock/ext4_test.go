@@ -115,7 +115,7 @@ func (s *stack) down(t *testing.T) {
 	}
 	if s.srv != nil {
 		var err error
-		for i := 0; i < 50; i++ { // the loop device may release the file a moment later
+		for i := 0; i < 300; i++ { // the loop device (or udev probing it) may hold the file a while
 			if err = s.srv.Unmount(); err == nil {
 				break
 			}
