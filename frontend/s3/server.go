@@ -335,6 +335,10 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		err = ErrIncompleteBody.withMessage("the request body stalled for longer than " + b.d.String())
+	} else if err != nil {
+		// Body done: a long handler (e.g. completing a huge multipart
+		// upload) must not trip the deadline, which would cancel its context.
+		b.ctl.SetReadDeadline(time.Time{})
 	}
 	return n, err
 }
