@@ -188,11 +188,11 @@ each, asks REPORT LUNS and, for each LUN, INQUIRY and READ CAPACITY.`,
 					fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\terror: %s\n", r.Target, r.LUN, r.Error)
 					continue
 				}
-				size := "-"
+				size, block := "-", "-"
 				if r.Type == "disk" {
-					size = humanize.IBytes(uint64(r.Size))
+					size, block = humanize.IBytes(uint64(r.Size)), fmt.Sprint(r.BlockSize)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Target, r.LUN, r.Type, r.Vendor, r.Product, size, r.BlockSize, r.URL)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Target, r.LUN, r.Type, r.Vendor, r.Product, size, block, r.URL)
 			}
 			return tw.Flush()
 		},
