@@ -165,7 +165,7 @@ func (c *conn) reject(p *wire.PDU, reason uint8) error {
 // connection is dropped; other connections and sessions are unaffected).
 func (c *conn) readLoop() error {
 	for {
-		p, err := c.wc.ReadPDU()
+		p, err := c.wc.ReadPDUPlaced(c.placeDataOut)
 		c.lastRecv.Store(time.Now().UnixNano())
 		switch {
 		case err == nil:

@@ -153,9 +153,7 @@ func (c *conn) dataOut(p *wire.PDU) error {
 			c.reject(p, wire.RejectProtocolError)
 			return errDrop
 		}
-		if t.buf != nil {
-			copy(t.buf[off:], p.Data)
-		}
+		t.copyIn(off, p.Data)
 		t.unsolGot += n
 		t.unsolDataSN++
 		if p.Final {
@@ -178,9 +176,7 @@ func (c *conn) dataOut(p *wire.PDU) error {
 		c.reject(p, wire.RejectProtocolError)
 		return errDrop
 	}
-	if t.buf != nil {
-		copy(t.buf[off:], p.Data)
-	}
+	t.copyIn(off, p.Data)
 	b.got += n
 	b.dataSN++
 	if p.Final {
@@ -194,6 +190,53 @@ func (c *conn) dataOut(p *wire.PDU) error {
 		close(b.done)
 	}
 	return nil
+}
+
+// copyIn stores Data-Out bytes at off unless placeDataOut already read
+// them there.
+func (t *task) copyIn(off uint32, data []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.buf == nil || len(data) == 0 || &t.buf[off] == &data[0] {
+		return
+	}
+	copy(t.buf[off:], data)
+}
+
+// placeDataOut is the connection's wire.Placer: a Data-Out that dataOut
+// will accept is read straight into its command's buffer (no copy, no
+// allocation). It only checks; dataOut then does the bookkeeping. Anything
+// it declines is read into a fresh buffer and judged by dataOut as usual.
+func (c *conn) placeDataOut(p *wire.PDU, n int) []byte {
+	if p.Opcode != wire.OpDataOut {
+		return nil
+	}
+	c.tasksMu.Lock()
+	t := c.tasks[p.ITT]
+	c.tasksMu.Unlock()
+	if t == nil || !t.write {
+		return nil
+	}
+	off, un := p.BufferOffset, uint32(n)
+	if uint64(off)+uint64(un) > uint64(t.edtl) {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.buf == nil {
+		return nil
+	}
+	if p.TTT == wire.ReservedTag {
+		if t.unsolGot+un > t.unsolWant || off != t.immLen+t.unsolGot || p.DataSN != t.unsolDataSN {
+			return nil
+		}
+	} else {
+		b := t.bursts[p.TTT]
+		if b == nil || off != b.off+b.got || b.got+un > b.length || p.DataSN != b.dataSN {
+			return nil
+		}
+	}
+	return t.buf[off : off+un]
 }
 
 func (c *conn) newTTT() uint32 {
@@ -225,11 +268,15 @@ func (t *task) run() {
 		return
 	}
 	resp := t.execute()
-	if t.buf != nil {
-		// Every Data-Out of this task has been copied (collect saw the
-		// last burst complete), so the reader no longer touches buf.
-		scsi.PutBuf(t.buf)
-		t.buf = nil
+	// Every Data-Out of this task has arrived (collect saw the last burst
+	// complete), so nothing reads into buf any more. On the early-return
+	// paths above buf is left to the garbage collector instead.
+	t.mu.Lock()
+	buf := t.buf
+	t.buf = nil
+	t.mu.Unlock()
+	if buf != nil {
+		scsi.PutBuf(buf)
 	}
 	c.unregister(t)
 	t.endWindow()

@@ -277,3 +277,25 @@ func TestConnVectored(t *testing.T) {
 		b.Close()
 	}
 }
+
+func TestReadPlaced(t *testing.T) {
+	o := Options{HeaderDigest: true, DataDigest: true}
+	var b bytes.Buffer
+	data := []byte("seven b") // padded to 8 on the wire
+	WritePDU(&b, &PDU{Opcode: OpDataOut, Final: true, ITT: 3, BufferOffset: 2, Data: data}, o)
+	wire := append([]byte(nil), b.Bytes()...)
+	dst := make([]byte, 20)
+	p, err := readPDU(bytes.NewReader(wire), o, func(p *PDU, n int) []byte { return dst[p.BufferOffset : int(p.BufferOffset)+n] })
+	if err != nil || string(dst[2:9]) != "seven b" || &p.Data[0] != &dst[2] {
+		t.Fatalf("placed read: %v %q", err, dst)
+	}
+	wire[len(wire)-6] ^= 1 // payload byte
+	if _, err := readPDU(bytes.NewReader(wire), o, func(p *PDU, n int) []byte { return dst[:n] }); !errors.Is(err, ErrDataDigest) {
+		t.Fatalf("corrupt placed data: %v", err)
+	}
+	// A placer that declines gets an allocated buffer.
+	wire[len(wire)-6] ^= 1
+	if p, err := readPDU(bytes.NewReader(wire), o, func(*PDU, int) []byte { return nil }); err != nil || string(p.Data) != "seven b" {
+		t.Fatalf("declined: %v", err)
+	}
+}

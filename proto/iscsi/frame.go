@@ -43,6 +43,17 @@ type Options struct {
 //     target can answer with Reject and keep the connection;
 //   - ErrBadAHS: a malformed AHS; the PDU is returned.
 func ReadPDU(r io.Reader, o Options) (*PDU, error) {
+	return readPDU(r, o, nil)
+}
+
+// Placer chooses where a PDU's data segment is read to: given the decoded
+// header and the data length, it returns a slice of exactly n bytes (the
+// data is read straight into it, no allocation) or nil (a new buffer is
+// allocated). A target uses it to land Data-Out payloads in the command's
+// buffer. The data in the slice is only valid if the read returns no error.
+type Placer func(p *PDU, n int) []byte
+
+func readPDU(r io.Reader, o Options, place Placer) (*PDU, error) {
 	var hdr [BHSLen + 4]byte
 	if _, err := io.ReadFull(r, hdr[:BHSLen]); err != nil {
 		return nil, err
@@ -68,17 +79,34 @@ func ReadPDU(r io.Reader, o Options) (*PDU, error) {
 		return p, fmt.Errorf("%w: %d > %d", ErrDataTooLong, dataLen, o.MaxRecvDataSegmentLength)
 	}
 	if dataLen > 0 {
-		buf := make([]byte, pad4(dataLen))
+		var dst []byte
+		if place != nil && perr == nil {
+			dst = place(p, dataLen)
+		}
+		var padBuf [4]byte
+		var buf, pad []byte
+		if len(dst) == dataLen {
+			buf, pad = dst, padBuf[:pad4(dataLen)-dataLen]
+		} else {
+			buf = make([]byte, pad4(dataLen))
+			pad = buf[dataLen:]
+			buf = buf[:dataLen]
+		}
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return nil, unexpected(err)
 		}
-		p.Data = buf[:dataLen]
+		if len(pad) > 0 {
+			if _, err := io.ReadFull(r, pad); err != nil {
+				return nil, unexpected(err)
+			}
+		}
+		p.Data = buf
 		if o.DataDigest {
 			var d [4]byte
 			if _, err := io.ReadFull(r, d[:]); err != nil {
 				return nil, unexpected(err)
 			}
-			if binary.LittleEndian.Uint32(d[:]) != CRC32C(buf) {
+			if binary.LittleEndian.Uint32(d[:]) != crc32cUpdate(CRC32C(buf), pad) {
 				p.Data = nil
 				return p, ErrDataDigest
 			}
@@ -181,10 +209,15 @@ func (c *Conn) SetOptions(read, write Options) {
 
 // ReadPDU reads the next PDU (see the package-level ReadPDU for errors).
 func (c *Conn) ReadPDU() (*PDU, error) {
+	return c.ReadPDUPlaced(nil)
+}
+
+// ReadPDUPlaced is ReadPDU with a Placer for the data segment.
+func (c *Conn) ReadPDUPlaced(place Placer) (*PDU, error) {
 	c.optMu.Lock()
 	o := c.rOpt
 	c.optMu.Unlock()
-	return ReadPDU(c.br, o)
+	return readPDU(c.br, o, place)
 }
 
 // WritePDU writes one PDU atomically with respect to other writers.
