@@ -277,3 +277,53 @@ func TestJukeboxRetry(t *testing.T) {
 		t.Fatalf("after 2 JUKEBOX replies: %+v %v (%d calls)", a, err, calls.Load())
 	}
 }
+
+// A non-idempotent call whose reply is lost is sent again, and the answer
+// that shows the first attempt ran counts as success.
+func TestLostReplyRecovery(t *testing.T) {
+	seen := map[uint32]int{}
+	var mu sync.Mutex
+	f := &fakeServer{handle: func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		mu.Lock()
+		seen[call.Proc]++
+		n := seen[call.Proc]
+		mu.Unlock()
+		switch call.Proc {
+		case nfs3.ProcRemove, nfs3.ProcRmdir, nfs3.ProcMkdir, nfs3.ProcRename, nfs3.ProcCreate:
+			if n == 1 {
+				return nil, true // "ran", then the connection died
+			}
+		}
+		switch call.Proc {
+		case nfs3.ProcRemove, nfs3.ProcRmdir:
+			return okReply(call.XID, &nfs3.WccRes{Status: nfs3.ErrNoEnt}), false
+		case nfs3.ProcRename:
+			return okReply(call.XID, &nfs3.RenameRes{Status: nfs3.ErrNoEnt}), false
+		case nfs3.ProcMkdir:
+			return okReply(call.XID, &nfs3.CreateRes{Status: nfs3.ErrExist}), false
+		case nfs3.ProcCreate:
+			return okReply(call.XID, &nfs3.CreateRes{Status: nfs3.ErrExist}), false
+		case nfs3.ProcLookup:
+			return okReply(call.XID, &nfs3.LookupRes{Status: nfs3.OK, FH: nfs3.FH{9}, Attr: nfs3.PostOpAttr{Attr: &nfs3.Fattr{Type: nfs3.TypeDir, FileID: 9}}}), false
+		}
+		return okReply(call.XID, &nfs3.GetattrRes{Status: nfs3.ErrNotSupp}), false
+	}}
+	c := fakeClient(t, f, Options{})
+	ctx := context.Background()
+	if err := c.Remove(ctx, FH{1}, "f"); err != nil {
+		t.Fatalf("REMOVE whose reply was lost: %v", err)
+	}
+	if err := c.Rmdir(ctx, FH{1}, "d"); err != nil {
+		t.Fatalf("RMDIR whose reply was lost: %v", err)
+	}
+	if err := c.Rename(ctx, FH{1}, "a", FH{1}, "b"); err != nil {
+		t.Fatalf("RENAME whose reply was lost: %v", err)
+	}
+	if fh, a, err := c.Mkdir(ctx, FH{1}, "d", SetAttr{}); err != nil || a.Type != TypeDir || fh[0] != 9 {
+		t.Fatalf("MKDIR whose reply was lost: %v", err)
+	}
+	// GUARDED CREATE cannot tell its own success from a real conflict.
+	if _, _, err := c.Create(ctx, FH{1}, "g", Guarded, SetAttr{}, Verifier{}); !errors.Is(err, ErrConnLost) {
+		t.Fatalf("GUARDED CREATE across a drop: %v, want ErrConnLost", err)
+	}
+}

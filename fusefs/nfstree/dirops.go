@@ -2,6 +2,7 @@ package nfstree
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -40,20 +41,23 @@ func (n *Node) owner(ctx context.Context, s *nfs.SetAttr) {
 	}
 }
 
-// Create implements fs.NodeCreater: GUARDED for O_EXCL, else UNCHECKED.
+// Create implements fs.NodeCreater: EXCLUSIVE (with a random verifier)
+// for O_EXCL, as the Linux client does, so a create whose reply was lost
+// can be sent again safely; else UNCHECKED.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	m := mode & 0o7777
 	s := nfs.SetAttr{Mode: &m}
 	n.owner(ctx, &s)
 	how := nfs.Unchecked
+	var verf nfs.Verifier
 	if flags&syscall.O_EXCL != 0 {
-		how = nfs.Guarded
-	}
-	if flags&syscall.O_TRUNC != 0 || how == nfs.Guarded {
+		how = nfs.Exclusive
+		binary.LittleEndian.PutUint64(verf[:], rand.Uint64())
+	} else if flags&syscall.O_TRUNC != 0 {
 		sz := uint64(0)
 		s.Size = &sz
 	}
-	fh, a, err := n.fsys.c.Create(ctx, n.handle(), name, how, s, nfs.Verifier{})
+	fh, a, err := n.fsys.c.Create(ctx, n.handle(), name, how, s, verf)
 	n.forgetPlus()
 	if err != nil {
 		return nil, nil, 0, errno(err)
@@ -90,7 +94,9 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case syscall.S_IFBLK:
 		typ = nfs.TypeBlk
 	case syscall.S_IFREG, 0:
-		fh, a, err := n.fsys.c.Create(ctx, n.handle(), name, nfs.Guarded, nfs.SetAttr{Mode: ptr(mode & 0o7777)}, nfs.Verifier{})
+		var verf nfs.Verifier
+		binary.LittleEndian.PutUint64(verf[:], rand.Uint64())
+		fh, a, err := n.fsys.c.Create(ctx, n.handle(), name, nfs.Exclusive, nfs.SetAttr{Mode: ptr(mode & 0o7777)}, verf)
 		n.forgetPlus()
 		if err != nil {
 			return nil, errno(err)
