@@ -183,9 +183,12 @@ func (s *Server) Close() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, c := range conns {
-		c.shutdown(5 * time.Second)
+		wg.Add(1)
+		go func() { defer wg.Done(); c.shutdown(5 * time.Second) }()
 	}
+	wg.Wait()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
