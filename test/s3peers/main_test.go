@@ -32,7 +32,7 @@ type server struct {
 
 // startServer runs frontend/s3 over posix.Open(tempdir) with the real
 // SigV4 verifier, iam users (root: rootAK/rootSK) and authz.
-func startServer(t *testing.T, anonymous bool) *server {
+func startServer(t *testing.T, anonymous bool, mods ...func(*s3.Options)) *server {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -47,8 +47,12 @@ func startServer(t *testing.T, anonymous bool) *server {
 	if _, _, _, err := users.EnsureRoot(rootAK, rootSK); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := s3.New(st, s3.Options{Log: log, AllowAnonymous: anonymous,
-		Auth: s3.NewSigV4Auth(users, "us-east-1"), Authz: s3.NewPolicyAuthz()})
+	opts := s3.Options{Log: log, AllowAnonymous: anonymous,
+		Auth: s3.NewSigV4Auth(users, "us-east-1"), Authz: s3.NewPolicyAuthz()}
+	for _, m := range mods {
+		m(&opts)
+	}
+	srv, err := s3.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
