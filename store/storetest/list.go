@@ -52,6 +52,13 @@ func indexOf(xs []string, x string) int {
 	return -1
 }
 
+// ListModel computes the page S3 returns for opts over a set of keys:
+// object keys, common prefixes, whether it is truncated and NextAfter.
+// Backend tests (and fuzz targets) compare List with it.
+func ListModel(keys []string, opts store.ListOptions) (objs, cps []string, truncated bool, next string) {
+	return model(keys, opts)
+}
+
 // model computes the expected page for opts over keys (S3 semantics).
 func model(keys []string, opts store.ListOptions) (objs, cps []string, truncated bool, next string) {
 	sorted := append([]string(nil), keys...)
