@@ -184,11 +184,44 @@ func (c *conn) updateSN(p *proto.PDU) {
 
 func (c *conn) readLoop() {
 	defer close(c.readDone)
+	// held is the task whose buffer the codec is reading a Data-In
+	// segment straight into (no allocation, no copy). Its mutex is held
+	// from the placement until the PDU is dispatched, so a caller that
+	// gives up on the task (abandon, lost connection) waits for that one
+	// read to finish and never gets its buffer written afterwards.
+	var held *task
+	place := func(p *proto.PDU, n int) []byte {
+		if p.Opcode != proto.OpDataIn {
+			return nil
+		}
+		t := c.lookup(p.ITT)
+		if t == nil {
+			return nil
+		}
+		t.mu.Lock()
+		off := int(p.BufferOffset)
+		if t.gone || off < 0 || off+n > len(t.in) {
+			t.mu.Unlock()
+			return nil // dispatch drops it or reports the protocol error
+		}
+		held = t
+		return t.in[off : off+n]
+	}
 	for {
-		p, err := c.pc.ReadPDU()
+		p, err := c.pc.ReadPDUPlaced(place)
+		h := held
+		held = nil
 		if err != nil {
+			if h != nil {
+				h.mu.Unlock()
+			}
 			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 			return
+		}
+		if h != nil {
+			h.got += len(p.Data)
+			h.mu.Unlock()
+			p.Data = nil // already in place
 		}
 		c.lastRecv.Store(time.Now().UnixNano())
 		c.updateSN(p)

@@ -37,3 +37,6 @@ func benchOurs(b *testing.B, pattern string, bs, qd int) {
 	b.ReportMetric(r.IOPS, "IOPS")
 	b.ReportMetric(r.P99us, "p99-µs")
 }
+
+// BenchmarkOurs1MSeqReadQD4 measures large sequential reads (Data-In path).
+func BenchmarkOurs1MSeqReadQD4(b *testing.B) { benchOurs(b, "read", 1<<20, 4) }
