@@ -21,7 +21,9 @@ import (
 )
 
 // startServer serves dir over NFS on 127.0.0.1:0 and returns the port.
-func startServer(t *testing.T, dir string, exports ...string) int { return startServerB(t, dir, exports...) }
+func startServer(t *testing.T, dir string, exports ...string) int {
+	return startServerB(t, dir, exports...)
+}
 
 func startServerB(t testing.TB, dir string, exports ...string) int {
 	t.Helper()
