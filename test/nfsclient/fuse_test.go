@@ -594,3 +594,51 @@ func TestFUSEUntarAcrossRestarts(t *testing.T) {
 	diffSums(t, "after untar across restarts", want, treeSums(t, filepath.Join(mnt, "rs", "net")))
 	diffSums(t, "on the server's disk", want, treeSums(t, filepath.Join(tg.Dir, "rs", "net")))
 }
+
+// TestFUSEOwnership: a file a non-root process creates through the mount
+// belongs to that process's uid/gid on the server, and the kernel enforces
+// permissions from the attributes (default_permissions).
+func TestFUSEOwnership(t *testing.T) {
+	testutil.NeedRoot(t, "switching to another uid needs root")
+	tg := startOurs(t, "")
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{})
+	// Let uid 65534 reach the mount point through the test's temp dirs.
+	for d := filepath.Dir(mnt); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	shared := filepath.Join(mnt, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(mnt, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(script string) error {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := asNobody("echo hi > " + shared + "/mine && mkdir " + shared + "/d"); err != nil {
+		t.Fatalf("nobody creating in a 0777 dir: %v", err)
+	}
+	for _, name := range []string{"mine", "d"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(tg.Dir, "shared", name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 65534 || st.Gid != 65534 {
+			t.Fatalf("%s on the server is owned by %d:%d, want 65534:65534", name, st.Uid, st.Gid)
+		}
+	}
+	if err := asNobody("echo hi > " + private + "/x"); err == nil {
+		t.Fatal("nobody could create a file in a 0700 root directory")
+	}
+}
