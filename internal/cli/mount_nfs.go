@@ -28,6 +28,8 @@ func init() {
 			fs.Uint32("nfs-wsize", 1<<20, "nfs: WRITE size in bytes (capped by the server's FSINFO); URL wsize= wins")
 			fs.String("nfs-access", "default", "nfs: access form for every open: default (per open flags: O_DIRECT, O_SYNC, else write-back), sync (all writes FILE_SYNC), direct (no page cache, write-through); URL access= wins")
 			fs.Duration("nfs-attr-timeout", time.Second, "nfs: how long the kernel caches attributes and names (0 = no caching)")
+			fs.Int("nfs-write-behind", 8<<20, "nfs: bytes an open file buffers before sending them UNSTABLE (default access form; the client's write buffer, seed 003)")
+			fs.Int("nfs-commit-every", 64<<20, "nfs: uncommitted bytes per open file that force a COMMIT before close/fsync")
 			fs.Bool("nfs-debug", false, "nfs: log every FUSE request")
 		},
 		Run: runMountNFS,
@@ -72,12 +74,17 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		}
 		root = fh
 	}
+	if wb, ce := cfg.GetInt("nfs-write-behind"), cfg.GetInt("nfs-commit-every"); wb < 4096 || ce < wb {
+		return fmt.Errorf("--nfs-write-behind %d must be >= 4096 and <= --nfs-commit-every %d", wb, ce)
+	}
 	at := cfg.GetDuration("nfs-attr-timeout")
 	tree, err := nfstree.New(s.C, nfstree.Options{
 		AttrTimeout: at,
 		NoCache:     at == 0,
 		Form:        form,
 		Debug:       cfg.GetBool("nfs-debug"),
+		WriteBehind: cfg.GetInt("nfs-write-behind"),
+		CommitEvery: cfg.GetInt("nfs-commit-every"),
 		FsName:      "nfs://" + nu.Addr + nu.Path,
 		Root:        root,
 	})
