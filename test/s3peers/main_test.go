@@ -34,7 +34,17 @@ type server struct {
 // SigV4 verifier, iam users (root: rootAK/rootSK) and authz.
 func startServer(t *testing.T, anonymous bool, mods ...func(*s3.Options)) *server {
 	t.Helper()
-	dir := t.TempDir()
+	return startServerIn(t, t.TempDir(), anonymous, mods...)
+}
+
+// startServerAt serves the data directory dir (e.g. a small tmpfs).
+func startServerAt(t *testing.T, dir string) *server {
+	t.Helper()
+	return startServerIn(t, dir, false)
+}
+
+func startServerIn(t *testing.T, dir string, anonymous bool, mods ...func(*s3.Options)) *server {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := posix.Open(dir, posix.Options{Log: log})
 	if err != nil {
