@@ -91,6 +91,9 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rc *reqCt
 		if err == nil && o.Key == "" {
 			err = ErrInvalidKey
 		}
+		if err == nil && o.VersionID != "" && o.VersionID != "null" {
+			err = &APIError{"NoSuchVersion", http.StatusNotFound, "The specified version does not exist (buckets are not versioned)."}
+		}
 		if err == nil {
 			err = s.authorize(r.Context(), rc, "s3:DeleteObject", rc.bucket, o.Key)
 		}

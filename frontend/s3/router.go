@@ -93,6 +93,9 @@ func hasQ(r *http.Request, k string) bool { _, ok := r.URL.Query()[k]; return ok
 func route(r *http.Request, bucket, key string) (*operation, error) {
 	q := r.URL.Query()
 	for _, sub := range unsupportedSub {
+		if sub == "versionId" && q.Get(sub) == "null" {
+			continue // the one version of an unversioned object
+		}
 		if _, ok := q[sub]; ok {
 			return &operation{name: "Unsupported"}, ErrNotImplemented.withMessage("the ?" + sub + " sub-resource is not implemented")
 		}

@@ -181,6 +181,8 @@ func TestObjectBasics(t *testing.T) {
 	if g.header.Get("Content-Type") != "application/x-test" {
 		t.Fatalf("override: %v", g.header)
 	}
+	wantStatus(t, ts.do(t, "GET", "/bkt/dir/obj.txt?versionId=null", nil, nil), 200)
+	wantErr(t, ts.do(t, "GET", "/bkt/dir/obj.txt?versionId=3HL4kqtJlcpXroDTDmJ", nil, nil), 501, "NotImplemented")
 	wantErr(t, ts.do(t, "GET", "/bkt/nokey", nil, nil), 404, "NoSuchKey")
 	wantErr(t, ts.do(t, "GET", "/nobucket/k", nil, nil), 404, "NoSuchBucket")
 	wantErr(t, ts.do(t, "DELETE", "/bkt", nil, nil), 409, "BucketNotEmpty")
