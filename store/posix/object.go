@@ -66,6 +66,13 @@ func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
 }
 
 // fill copies the body into f, hashing it. size < 0 reads to EOF.
+//
+// It does not use io.ReadFull, which drops an error returned together with
+// the bytes that complete the buffer: verifying readers (checksums, chunk
+// signatures) report a bad body exactly that way, or on the Read after the
+// last byte. So every error is kept, and once size bytes are in, one more
+// Read must report EOF (or more data, which is left unread) rather than an
+// error; only then is the body accepted.
 func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash) (int64, error) {
 	buf := getBuf()
 	defer putBuf(buf)
@@ -78,7 +85,10 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 		if size >= 0 && size-n < int64(len(chunk)) {
 			chunk = chunk[:size-n]
 		}
-		m, rerr := io.ReadFull(r, chunk)
+		m, rerr := readChunk(r, chunk)
+		if rerr != nil && rerr != io.EOF {
+			return n, rerr
+		}
 		if m > 0 {
 			h.Write(chunk[:m])
 			if _, err := f.Write(chunk[:m]); err != nil {
@@ -86,17 +96,45 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 			}
 			n += int64(m)
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if rerr == io.EOF {
 			if size >= 0 && n < size {
 				return n, fmt.Errorf("%w: got %d of %d bytes", store.ErrIncompleteBody, n, size)
 			}
 			return n, nil
 		}
-		if rerr != nil {
-			return n, rerr
+	}
+	// size bytes are in: the reader must not fail at its end.
+	var probe [1]byte
+	for range 100 {
+		m, err := r.Read(probe[:])
+		if err != nil && err != io.EOF {
+			return n, err
+		}
+		if m > 0 || err == io.EOF {
+			return n, nil
 		}
 	}
 	return n, nil
+}
+
+// readChunk fills p from r like io.ReadFull but returns any error that
+// came with the last bytes; io.EOF means the body ended (m may be < len(p)).
+func readChunk(r io.Reader, p []byte) (int, error) {
+	m := 0
+	for zero := 0; m < len(p) && zero < 100; {
+		k, err := r.Read(p[m:])
+		m += k
+		if err != nil {
+			return m, err
+		}
+		if k == 0 {
+			zero++
+		}
+	}
+	if m < len(p) {
+		return m, io.ErrNoProgress
+	}
+	return m, nil
 }
 
 // publish finishes a temp file: stores rec (with the file's final size and

@@ -189,6 +189,21 @@ func (e *errReader) Read(p []byte) (int, error) {
 
 var errClient = errors.New("client went away")
 
+// lastErrReader returns all its data in one Read together with err.
+type lastErrReader struct {
+	data []byte
+	err  error
+	done bool
+}
+
+func (l *lastErrReader) Read(p []byte) (int, error) {
+	if l.done {
+		return 0, l.err
+	}
+	l.done = true
+	return copy(p, l.data), l.err
+}
+
 func testIncompleteBody(t *testing.T, newStore func(*testing.T) store.Store) {
 	s, ctx := withBucket(t, newStore)
 	put(t, s, ctx, "bkt", "k", []byte("original"))
@@ -196,6 +211,14 @@ func testIncompleteBody(t *testing.T, newStore func(*testing.T) store.Store) {
 	wantErr(t, "Put with short body", err, store.ErrIncompleteBody)
 	_, err = s.Put(ctx, "bkt", "k", &errReader{strings.NewReader("partial"), errClient}, 100, store.ObjectMeta{})
 	wantErr(t, "Put with failing reader", err, errClient)
+	// A reader that fails together with its last bytes, or on the Read
+	// after them (as checksum-verifying readers do), must fail the Put.
+	_, err = s.Put(ctx, "bkt", "k", &lastErrReader{data: []byte("complete"), err: errClient}, 8, store.ObjectMeta{})
+	wantErr(t, "Put with error returned with the last bytes", err, errClient)
+	_, err = s.Put(ctx, "bkt", "k", &errReader{strings.NewReader("complete"), errClient}, 8, store.ObjectMeta{})
+	wantErr(t, "Put with error after the last byte (size known)", err, errClient)
+	_, err = s.Put(ctx, "bkt", "k", &errReader{strings.NewReader("complete"), errClient}, -1, store.ObjectMeta{})
+	wantErr(t, "Put with error after the last byte (size unknown)", err, errClient)
 	_, err = s.Put(ctx, "bkt", "new/key", strings.NewReader("short"), 100, store.ObjectMeta{})
 	wantErr(t, "Put new key with short body", err, store.ErrIncompleteBody)
 	cctx, cancel := context.WithCancel(ctx)
