@@ -14,6 +14,7 @@ package s3
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,8 @@ type Options struct {
 	Log             *slog.Logger
 	// Metrics, if set, receives the per-operation Prometheus collectors.
 	Metrics prometheus.Registerer
+	// TLS, if set, makes Serve speak HTTPS on the listeners it is given.
+	TLS *tls.Config
 	// Auth authenticates requests; required.
 	Auth Authenticator
 	// Authz authorises requests; required.
@@ -174,6 +177,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.hs = append(s.hs, hs)
 	s.mu.Unlock()
 
+	if s.opts.TLS != nil {
+		hs.TLSConfig = s.opts.TLS.Clone()
+		ln = tls.NewListener(ln, hs.TLSConfig)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -28,6 +29,8 @@ func init() {
 			fs.String("s3-domain", "", "comma-separated domains for virtual-host-style requests (Host: <bucket>.<domain>)")
 			fs.String("access-key", "", "access key of the admin user (with --secret-key; env TRISTORE_ACCESS_KEY); default: generated on first start")
 			fs.String("secret-key", "", "secret key of the admin user (env TRISTORE_SECRET_KEY)")
+			fs.String("s3-tls-cert", "", "PEM certificate (chain) file: serve S3 over HTTPS (with --s3-tls-key)")
+			fs.String("s3-tls-key", "", "PEM private key file for --s3-tls-cert")
 		},
 		Build: buildS3,
 	})
@@ -53,7 +56,20 @@ func buildS3(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 			domains = append(domains, d)
 		}
 	}
+	var tlsCfg *tls.Config
+	certFile, keyFile := cfg.GetString("s3-tls-cert"), cfg.GetString("s3-tls-key")
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("set both --s3-tls-cert and --s3-tls-key, or neither")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("s3 TLS: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	return s3.New(env.Store, s3.Options{
+		TLS:            tlsCfg,
 		Region:         region,
 		AllowAnonymous: cfg.GetBool("s3-anonymous"),
 		VirtualHosts:   domains,
