@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/tristore/tristore/frontend"
 	"github.com/tristore/tristore/proto/nfs3"
@@ -56,7 +57,10 @@ type Options struct {
 	MaxRecord int
 	// MaxInFlight bounds concurrent calls per connection (default 64).
 	MaxInFlight int
-	Log         *slog.Logger
+	// MaxInFlightBytes bounds the call records held by all connections
+	// together (default 256 MiB); a connection stops reading while over it.
+	MaxInFlightBytes int64
+	Log              *slog.Logger
 	// Metrics, if set, receives per-procedure call counters and latencies.
 	Metrics prometheus.Registerer
 }
@@ -77,6 +81,7 @@ type Server struct {
 	byID    map[uint32]*Export
 	verf    [nfs3.WriteVerfSize]byte // write verifier: boot time, changes on restart
 	metrics *metrics
+	mem     *semaphore.Weighted // bytes of call records being handled
 
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -101,6 +106,10 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
+	if opts.MaxInFlightBytes <= 0 {
+		opts.MaxInFlightBytes = 256 << 20
+	}
+	opts.MaxInFlightBytes = max(opts.MaxInFlightBytes, int64(opts.MaxRecord))
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
@@ -119,6 +128,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("nfs: metrics: %w", err)
 	}
 	s.metrics = m
+	s.mem = semaphore.NewWeighted(opts.MaxInFlightBytes)
 	seen := map[string]bool{}
 	for i := range opts.Exports {
 		e := opts.Exports[i]
@@ -333,12 +343,19 @@ func (s *Server) serveConn(nc net.Conn) {
 			return
 		}
 		c.sem <- struct{}{}
+		weight := min(int64(cap(rec)), s.opts.MaxInFlightBytes)
+		if err := s.mem.Acquire(context.Background(), weight); err != nil {
+			<-c.sem
+			recordBufs.Put(bp)
+			return
+		}
 		// A record already buffered when shutdown began is not started:
 		// Close waits for handlers and then closes the exports.
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			<-c.sem
+			s.mem.Release(weight)
 			recordBufs.Put(bp)
 			return
 		}
@@ -348,6 +365,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		go func() {
 			defer func() {
 				<-c.sem
+				s.mem.Release(weight)
 				inflight.Done()
 				s.handlers.Done()
 			}()
