@@ -130,3 +130,39 @@ func TestNoSpace(t *testing.T) {
 	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: f}, &ga)
 	mustOK(t, "GETATTR after NOSPC", ga.Status)
 }
+
+// TestShutdownWithOpenConnections: cancelling Serve's context stops the
+// server promptly even while clients keep idle connections open, and those
+// connections are closed.
+func TestShutdownWithOpenConnections(t *testing.T) {
+	s, err := New(Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	c := dial(t, ln.Addr().String())
+	c.mount("/")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after cancel with an idle connection open")
+	}
+	s.Close()
+	c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.br.ReadByte(); err == nil {
+		t.Fatal("client connection still open after shutdown")
+	}
+	if _, err := net.DialTimeout("tcp", ln.Addr().String(), 2*time.Second); err == nil {
+		t.Fatal("listener still accepting after shutdown")
+	}
+}
