@@ -85,7 +85,7 @@ var unsupportedSub = []string{
 	"logging", "notification", "object-lock", "legal-hold", "retention",
 	"accelerate", "requestPayment", "inventory", "analytics", "metrics",
 	"intelligent-tiering", "ownershipControls", "publicAccessBlock", "torrent",
-	"restore", "select", "attributes", "versions", "versionId", "policyStatus",
+	"restore", "select", "attributes", "versionId", "policyStatus",
 }
 
 func hasQ(r *http.Request, k string) bool { _, ok := r.URL.Query()[k]; return ok }
@@ -120,6 +120,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 				return opGetBucketVersioning, nil
 			case hasQ(r, "uploads"):
 				return opListMultipartUploads, nil
+			case hasQ(r, "versions"):
+				return opListObjectVersions, nil
 			case q.Get("list-type") == "2":
 				return opListObjectsV2, nil
 			}

@@ -270,6 +270,12 @@ func TestListingPages(t *testing.T) {
 		t.Fatalf("v1: %s", r.body)
 	}
 	wantErr(t, ts.do(t, "GET", "/lbk?list-type=2&continuation-token=garbage", nil, nil), 400, "InvalidArgument")
+	var lv listVersionsResult
+	r = ts.do(t, "GET", "/lbk?versions&max-keys=4", nil, nil)
+	xml.Unmarshal(r.body, &lv)
+	if len(lv.Versions) != 4 || lv.Versions[0].VersionID != "null" || !lv.Versions[0].IsLatest || !lv.IsTruncated || lv.NextKeyMarker != "c/x/y" {
+		t.Fatalf("versions: %s", r.body)
+	}
 }
 
 func TestMultipartErrors(t *testing.T) {
