@@ -23,6 +23,7 @@ SERVE_PID=""; TGT_PID=""; CTL=$(( 200 + RANDOM % 700 ))
 cleanup() {
   [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null || true
   if [ -n "$TGT_PID" ]; then
+    tgtadm -C "$CTL" --lld iscsi --op delete --mode target --tid 1 --force >/dev/null 2>&1 || true
     tgtadm -C "$CTL" --op delete --mode system >/dev/null 2>&1 || true
     for _ in $(seq 50); do kill -0 "$TGT_PID" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$TGT_PID" 2>/dev/null || true

@@ -105,6 +105,8 @@ func startTgt(t *testing.T, backing string, size int64) string {
 	waited := make(chan struct{})
 	go func() { cmd.Wait(); close(waited) }()
 	t.Cleanup(func() {
+		// tgtd refuses to stop while it has targets: remove them first.
+		tgtadm(ctl, "--lld", "iscsi", "--op", "delete", "--mode", "target", "--tid", "1", "--force")
 		tgtadm(ctl, "--op", "delete", "--mode", "system")
 		select {
 		case <-waited:
