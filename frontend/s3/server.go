@@ -252,6 +252,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Headers are gone (e.g. a GET body failed mid-stream): all
 			// we can do is cut the connection so the client sees a short body.
 			s.log.Warn("request failed after response started", "op", rc.opName(), "bucket", rc.bucket, "key", rc.key, "err", err)
+			s.met.observe(rc.opName(), cw.status(), ErrInternal, rc.bytesIn, cw.n, time.Since(start))
 			panic(http.ErrAbortHandler)
 		}
 		ae = writeError(cw, r, rc, err)
