@@ -100,23 +100,29 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// defaultQueue is 1.5 x the bandwidth-delay product, but at least 32
-// full-size packets: with (nearly) no delay a BDP-sized queue would be a
-// packet or two and TCP could never fill the link.
+// defaultQueue is 1.5 x the bandwidth-delay product, where the delay is
+// the configured RTT plus hostSlack (the real round trip through two
+// stacks and this forwarder, and the bursts a sender on an unlimited local
+// link produces), and at least 64 full-size packets. Measured: with the
+// lan preset (1 Gbit/s, 0.2 ms) a plain 1.5 x BDP queue (32 packets)
+// tail-dropped 18 % of iperf3's packets; this default drops well under 1 %.
 func defaultQueue(d Dir, rtt time.Duration, mtu int) int {
 	if d.Queue != 0 || d.Rate == 0 {
 		return d.Queue
 	}
-	bdp := float64(d.Rate) / 8 * rtt.Seconds()
+	bdp := float64(d.Rate) / 8 * (rtt + hostSlack).Seconds()
 	q := int(1.5 * bdp)
-	if q < 32*mtu {
-		q = 32 * mtu
+	if q < 64*mtu {
+		q = 64 * mtu
 	}
 	if q > MaxQueue {
 		q = MaxQueue
 	}
 	return q
 }
+
+// hostSlack is added to the configured RTT when sizing the default queue.
+const hostSlack = 2 * time.Millisecond
 
 // Validate refuses impossible or absurd settings with a message that names
 // the setting. It is called by Start and NewProxy before anything is created.

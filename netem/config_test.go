@@ -107,13 +107,13 @@ func TestPresets(t *testing.T) {
 	if _, err := PresetConfig("moon"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown preset accepted")
 	}
-	// Default queue: 1.5 x BDP, at least 32 packets.
+	// Default queue: 1.5 x BDP (RTT + 2 ms host slack), at least 64 packets.
 	c := r.withDefaults()
-	bdp := float64(Rate12MiB) / 8 * 0.05
+	bdp := float64(Rate12MiB) / 8 * 0.052
 	if c.Up.Queue != int(1.5*bdp) {
 		t.Errorf("default queue %d, want %d", c.Up.Queue, int(1.5*bdp))
 	}
-	if q := Symmetric(Dir{Rate: 1e6}).withDefaults().Up.Queue; q != 32*DefaultMTU {
+	if q := Symmetric(Dir{Rate: 1e6}).withDefaults().Up.Queue; q != 64*DefaultMTU {
 		t.Errorf("default queue floor %d", q)
 	}
 }

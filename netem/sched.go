@@ -104,8 +104,9 @@ func (s *scheduler) Held() int {
 	return s.bytes
 }
 
-// stop makes run return after its current batch; flush asks it to deliver
-// what is held first (a proxy passing on in-flight data).
+// stop makes run return after its current batch; with flush, run first
+// delivers what is held, each at its due time (a proxy passing on
+// in-flight data after the sender closed).
 func (s *scheduler) stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -153,7 +154,7 @@ func (s *scheduler) run(flush, precise bool) []*Packet {
 			return rest
 		}
 		wait := time.Duration(s.h[0].Due - now)
-		if wait > slack && !s.stopped { // (stopped here means flushing: no waiting)
+		if wait > slack { // (stopped here means flushing: still on time)
 			s.mu.Unlock()
 			if wait > coarseWait {
 				if timer == nil {
@@ -172,9 +173,6 @@ func (s *scheduler) run(flush, precise bool) []*Packet {
 			continue
 		}
 		limit := now + int64(slack)
-		if s.stopped {
-			limit = s.h[0].Due // flushing: deliver in order without waiting
-		}
 		n := 0
 		for len(s.h) > 0 && s.h[0].Due <= limit && len(batch) < maxBatch {
 			p := heap.Pop(&s.h).(*Packet)

@@ -62,7 +62,7 @@ func addLinkFlags(fs *pflag.FlagSet) {
 		fs.String(p+"delay", "", "one-way delay, "+dir+" (e.g. 25ms)")
 		fs.String(p+"jitter", "", "standard deviation of normal jitter, "+dir)
 		fs.String(p+"loss", "", "Bernoulli loss probability, "+dir+" (0.001 or 0.1%)")
-		fs.String(p+"queue", "", "drop-tail queue in bytes before the rate limiter, "+dir+" (default 1.5 x BDP, at least 32 packets; >= MTU)")
+		fs.String(p+"queue", "", "drop-tail queue in bytes before the rate limiter, "+dir+" (default 1.5 x rate x (RTT + 2ms), at least 64 packets; >= MTU)")
 	}
 	fs.Int("mtu", netem.DefaultMTU, "MTU of the link")
 	fs.String("client-addr", "192.0.2.1", "client address (TEST-NET)")
