@@ -1,6 +1,7 @@
 package nfs
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -165,4 +166,43 @@ func TestShutdownWithOpenConnections(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", ln.Addr().String(), 2*time.Second); err == nil {
 		t.Fatal("listener still accepting after shutdown")
 	}
+}
+
+// TestLargeReads covers the sendfile READ path: whole, partial at EOF,
+// past EOF, unaligned lengths (XDR padding).
+func TestLargeReads(t *testing.T) {
+	dir := t.TempDir()
+	_, addr := testServer(t, dir)
+	c := dial(t, addr)
+	root := c.mount("/")
+	data := make([]byte, 3<<20+3)
+	for i := range data {
+		data[i] = byte(i*7 + i>>11)
+	}
+	os.WriteFile(filepath.Join(dir, "big"), data, 0o644)
+	fh := lookup(c, root, "big").FH
+	for _, tc := range []struct {
+		off   uint64
+		count uint32
+		n     int
+		eof   bool
+	}{
+		{0, 1 << 20, 1 << 20, false},
+		{1 << 20, 2 << 20, 1 << 20, false}, // capped at rtmax
+		{3 << 20, 1 << 20, 3, true},        // unaligned tail
+		{3<<20 - 5, 100 << 10, 8, true},
+		{4 << 20, 1 << 20, 0, true}, // past EOF
+	} {
+		got, eof := read(t, c, fh, tc.off, tc.count)
+		if len(got) != tc.n || eof != tc.eof {
+			t.Fatalf("READ(%d, %d): %d bytes eof %v, want %d eof %v", tc.off, tc.count, len(got), eof, tc.n, tc.eof)
+		}
+		if tc.n > 0 && !bytes.Equal(got, data[tc.off:tc.off+uint64(tc.n)]) {
+			t.Fatalf("READ(%d, %d): wrong data", tc.off, tc.count)
+		}
+	}
+	// The connection is still in sync after all that.
+	var ga nfs3.GetattrRes
+	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: fh}, &ga)
+	mustOK(t, "GETATTR", ga.Status)
 }

@@ -386,7 +386,10 @@ func isTimeout(err error) bool {
 
 // send writes one reply record (b followed by tail); a write error closes
 // the connection.
-func (c *conn) send(b []byte, tail ...[]byte) {
+func (c *conn) send(b []byte, tail ...[]byte) { c.sendFile(b, nil, tail...) }
+
+// sendFile is send with READ data taken from a file (ft non-nil).
+func (c *conn) sendFile(b []byte, ft *fileTail, tail ...[]byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
@@ -394,7 +397,9 @@ func (c *conn) send(b []byte, tail ...[]byte) {
 	}
 	c.c.SetWriteDeadline(time.Now().Add(2 * time.Minute))
 	var err error
-	if len(tail) == 0 {
+	if ft != nil {
+		err = sendFileTail(c.c, b, ft)
+	} else if len(tail) == 0 {
 		err = sunrpc.WriteRecord(c.c, b)
 	} else {
 		err = sunrpc.WriteRecordBuffers(c.c, append([][]byte{b}, tail...)...)
@@ -424,6 +429,7 @@ type request struct {
 	// tail is sent after the encoded reply without copying (READ data);
 	// release, if set, runs once the reply is sent.
 	tail    [][]byte
+	file    *fileTail // READ data sent with sendfile after the reply
 	release func()
 }
 
@@ -518,7 +524,7 @@ func (c *conn) handle(rec []byte) {
 		defer req.release()
 	}
 	if err != nil {
-		req.tail = nil
+		req.tail, req.file = nil, nil
 		w.Reset()
 		stat := sunrpc.SystemErr
 		if errors.Is(err, errGarbage) || errors.Is(err, sunrpc.ErrGarbage) {
@@ -528,7 +534,7 @@ func (c *conn) handle(rec []byte) {
 		}
 		sunrpc.EncodeAccepted(w, call.XID, stat)
 	}
-	c.send(w.Bytes(), req.tail...)
+	c.sendFile(w.Bytes(), req.file, req.tail...)
 	stat := "SUCCESS"
 	if err != nil {
 		stat = "ERROR"
