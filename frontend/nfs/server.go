@@ -83,14 +83,15 @@ type Server struct {
 	metrics *metrics
 	mem     *semaphore.Weighted // bytes of call records being handled
 
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	lns      []net.Listener
-	closed   bool
-	mounts   map[mountKey]struct{}
-	port     uint32 // TCP port of the main listener (for GETPORT)
-	pmapAddr net.Addr
-	handlers sync.WaitGroup
+	closeOnce sync.Once
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	lns       []net.Listener
+	closed    bool
+	mounts    map[mountKey]struct{}
+	port      uint32 // TCP port of the main listener (for GETPORT)
+	pmapAddr  net.Addr
+	handlers  sync.WaitGroup
 }
 
 type mountKey struct{ host, dir string }
@@ -170,10 +171,11 @@ func New(opts Options) (*Server, error) {
 }
 
 func (s *Server) closeExports() {
-	for _, e := range s.exports {
-		e.fs.Close()
-	}
-	s.exports = nil
+	s.closeOnce.Do(func() {
+		for _, e := range s.exports {
+			e.fs.Close()
+		}
+	})
 }
 
 // Name implements frontend.Server.
