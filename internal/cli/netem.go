@@ -407,7 +407,7 @@ func runNetemServe(cmd *cobra.Command, extra []string) error {
 		return err
 	}
 	defer l.Close()
-	tmp, err := os.MkdirTemp("", "tristore-netem-")
+	tmp, err := os.MkdirTemp("", "tristore-serve-ready-")
 	if err != nil {
 		return err
 	}
