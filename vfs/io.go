@@ -141,13 +141,27 @@ func (fs *FS) Write(c Cred, h Handle, off uint64, data []byte, how Stability) (n
 		}
 		n += m
 	}
+	var st unix.Stat_t
+	if n > 0 && unix.Fstat(fd, &st) == nil && st.Mtim == o.st.Mtim {
+		// The write landed in the same clock tick as the previous change
+		// (kernel timestamps are tick-coarse). Move mtime on by 1 ns so every
+		// data change is visible in mtime and ctime: NFS clients validate
+		// their caches with them, and the posix store recomputes an object's
+		// ETag when size or mtime differ from what it hashed. Done as the
+		// server (only the owner may set times), before any sync below.
+		t := o.st.Mtim
+		t.Nsec++
+		if t.Nsec >= 1e9 {
+			t.Sec, t.Nsec = t.Sec+1, 0
+		}
+		unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, t}, 0)
+	}
 	switch how {
 	case DataSync:
 		err = unix.Fdatasync(fd)
 	case FileSync:
 		err = unix.Fsync(fd)
 	}
-	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil {
 		after = fs.attrOf(&st)
 	}

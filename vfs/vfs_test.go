@@ -182,3 +182,29 @@ func TestNamesAndLinks(t *testing.T) {
 }
 
 func u32(v uint32) *uint32 { return &v }
+
+// TestWriteAlwaysMovesMtime: two same-size writes in quick succession
+// (likely within one kernel clock tick) still give different mtimes, so
+// caches keyed on size+mtime (NFS clients, the store's ETag) see the change.
+func TestWriteAlwaysMovesMtime(t *testing.T) {
+	modes(t, func(t *testing.T, dir string, open func() *FS) {
+		fs := open()
+		f, _, _, err := fs.Create(root, fs.Root(), "m", CreateUnchecked, SetAttr{}, [8]byte{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, a1, err := fs.Write(root, f, 0, []byte("aaaa"), Unstable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			_, b, a2, err := fs.Write(root, f, 0, []byte{byte('b' + i%2), 'b', 'b', 'b'}, Unstable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a2.Mtime.After(b.Mtime) || a2.Size != a1.Size {
+				t.Fatalf("write %d: mtime %v -> %v (size %d)", i, b.Mtime, a2.Mtime, a2.Size)
+			}
+		}
+	})
+}
