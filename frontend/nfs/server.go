@@ -17,6 +17,11 @@
 // match them by XID. A record over MaxRecord or broken record marking drops
 // the connection (the stream cannot be resynchronised); a well-framed but
 // malformed call gets GARBAGE_ARGS and the connection keeps serving.
+//
+// Scope and limits: TCP only (no UDP), AUTH_NONE and AUTH_SYS only, no NLM
+// locking or NSM (kernel clients mount with -o nolock), rtmax/wtmax 1 MiB,
+// READDIR(PLUS) lists neither "." nor "..", special files cannot be made
+// (MKNOD -> NFS3ERR_NOTSUPP). Durability: see nfs_io.go.
 package nfs
 
 import (
