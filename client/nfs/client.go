@@ -113,7 +113,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if len(opts.GIDs) > sunrpc.MaxAuthSysGIDs {
 		return nil, fmt.Errorf("nfs: %d supplementary groups (AUTH_SYS allows %d)", len(opts.GIDs), sunrpc.MaxAuthSysGIDs)
 	}
-	cred := sunrpc.AuthSys{Stamp: uint32(time.Now().Unix()), MachineName: opts.Machine, UID: uid, GID: gid, GIDs: opts.GIDs}.Auth()
+	cred := &sunrpc.AuthSys{Stamp: uint32(time.Now().Unix()), MachineName: opts.Machine, UID: uid, GID: gid, GIDs: opts.GIDs}
 	c := &Client{opts: opts, rsize: opts.Rsize, wsize: opts.Wsize}
 	c.nfs = newRPCClient(addr, opts.Dial, cred, opts.Timeout, opts.Retries)
 	c.mnt = c.nfs

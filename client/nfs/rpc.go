@@ -26,8 +26,9 @@ import (
 type rpcClient struct {
 	addr    string
 	dial    DialFunc
-	cred    sunrpc.OpaqueAuth
-	timeout time.Duration // per attempt
+	cred    sunrpc.OpaqueAuth // the client's own identity
+	base    *sunrpc.AuthSys   // its AUTH_SYS fields (nil: AUTH_NONE), for per-call identities
+	timeout time.Duration     // per attempt
 	retries int
 
 	xid atomic.Uint32
@@ -58,8 +59,14 @@ type rpcResult struct {
 
 var errConnDropped = errors.New("nfs: connection dropped")
 
-func newRPCClient(addr string, dial DialFunc, cred sunrpc.OpaqueAuth, timeout time.Duration, retries int) *rpcClient {
-	rc := &rpcClient{addr: addr, dial: dial, cred: cred, timeout: timeout, retries: retries}
+// newRPCClient makes a client for addr; sys is the AUTH_SYS identity (nil
+// for AUTH_NONE, as for the portmapper).
+func newRPCClient(addr string, dial DialFunc, sys *sunrpc.AuthSys, timeout time.Duration, retries int) *rpcClient {
+	cred := sunrpc.AuthNone()
+	if sys != nil {
+		cred = sys.Auth()
+	}
+	rc := &rpcClient{addr: addr, dial: dial, cred: cred, base: sys, timeout: timeout, retries: retries}
 	rc.xid.Store(uint32(time.Now().UnixNano()))
 	return rc
 }
@@ -181,7 +188,7 @@ func (rc *rpcClient) call(ctx context.Context, prog, vers, proc uint32, idempote
 			writerPool.Put(w)
 		}
 	}()
-	sunrpc.Call{XID: xid, Prog: prog, Vers: vers, Proc: proc, Cred: rc.cred, Verf: sunrpc.AuthNone()}.Encode(w)
+	sunrpc.Call{XID: xid, Prog: prog, Vers: vers, Proc: proc, Cred: rc.authFor(ctx), Verf: sunrpc.AuthNone()}.Encode(w)
 	if args != nil {
 		args(w)
 	}

@@ -327,3 +327,30 @@ func TestLostReplyRecovery(t *testing.T) {
 		t.Fatalf("GUARDED CREATE across a drop: %v, want ErrConnLost", err)
 	}
 }
+
+// Calls carry the client's AUTH_SYS identity, or the one WithCred attached
+// to the context.
+func TestPerCallCred(t *testing.T) {
+	var got sunrpc.AuthSys
+	f := &fakeServer{handle: func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		a, err := sunrpc.DecodeAuthSys(call.Cred.Body)
+		if err != nil || call.Cred.Flavor != sunrpc.AuthFlavorSys {
+			return nil, true
+		}
+		got = a
+		return okReply(call.XID, &nfs3.GetattrRes{Status: nfs3.OK}), false
+	}}
+	uid, gid := uint32(10), uint32(20)
+	c := fakeClient(t, f, Options{UID: &uid, GID: &gid, Machine: "box"})
+	if _, err := c.Getattr(context.Background(), FH{1}); err != nil || got.UID != 10 || got.GID != 20 || got.MachineName != "box" {
+		t.Fatalf("own identity: %+v %v", got, err)
+	}
+	gids := make([]uint32, 20)
+	for i := range gids {
+		gids[i] = uint32(100 + i)
+	}
+	ctx := WithCred(context.Background(), Cred{UID: 1234, GID: 99, GIDs: gids})
+	if _, err := c.Getattr(ctx, FH{1}); err != nil || got.UID != 1234 || got.GID != 99 || len(got.GIDs) != 16 || got.MachineName != "box" {
+		t.Fatalf("per-call identity: %+v %v", got, err)
+	}
+}

@@ -26,7 +26,8 @@ func errorsIsNotSupp(err error) bool { return errors.Is(err, nfs.ErrNotSupp) }
 // identity, so without this every file would belong to that identity;
 // when that identity is root the server lets us set the real owner.
 func (n *Node) owner(ctx context.Context, s *nfs.SetAttr) {
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 || n.fsys.opts.CallerCreds {
+		// With caller credentials the server sets the owner itself.
 		return
 	}
 	if caller, ok := fuse.FromContext(ctx); ok && caller != nil {
@@ -45,6 +46,7 @@ func (n *Node) owner(ctx context.Context, s *nfs.SetAttr) {
 // for O_EXCL, as the Linux client does, so a create whose reply was lost
 // can be sent again safely; else UNCHECKED.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	m := mode & 0o7777
 	s := nfs.SetAttr{Mode: &m}
 	n.owner(ctx, &s)
@@ -64,12 +66,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	ino := n.child(ctx, fh, a, out)
 	child := ino.Operations().(*Node)
-	h, fuseFlags := child.newHandle(flags, a)
+	h, fuseFlags := child.newHandle(ctx, flags, a)
 	return ino, h, fuseFlags, 0
 }
 
 // Mkdir implements fs.NodeMkdirer.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	m := mode & 0o7777
 	s := nfs.SetAttr{Mode: &m}
 	n.owner(ctx, &s)
@@ -83,6 +86,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 // Mknod implements fs.NodeMknoder for FIFOs, sockets and devices.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	var typ nfs.FileType
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO:
@@ -124,6 +128,7 @@ func ptr(v uint32) *uint32 { return &v }
 // kernel NFS client's "silly rename"), so open descriptors keep working as
 // POSIX promises.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = n.fsys.cctx(ctx)
 	defer n.forgetPlus()
 	if ch := n.GetChild(name); ch != nil {
 		if cn, ok := ch.Operations().(*Node); ok {
@@ -147,6 +152,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 // Rmdir implements fs.NodeRmdirer.
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = n.fsys.cctx(ctx)
 	err := n.fsys.c.Rmdir(ctx, n.handle(), name)
 	n.forgetPlus()
 	return errno(err)
@@ -162,6 +168,7 @@ const (
 // RENAME_NOREPLACE is checked with a LOOKUP first (not atomic against other
 // clients, as with the kernel NFS client) and RENAME_EXCHANGE is refused.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = n.fsys.cctx(ctx)
 	np, ok := newParent.(*Node)
 	if !ok {
 		return syscall.EXDEV
@@ -184,6 +191,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 // Link implements fs.NodeLinker.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	t, ok := target.(*Node)
 	if !ok {
 		return nil, syscall.EXDEV
@@ -203,6 +211,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 
 // Symlink implements fs.NodeSymlinker.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	var s nfs.SetAttr
 	n.owner(ctx, &s)
 	fh, a, err := n.fsys.c.Symlink(ctx, n.handle(), name, target, s)
@@ -215,6 +224,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Readlink implements fs.NodeReadlinker.
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	s, err := n.fsys.c.Readlink(ctx, n.handle())
 	if err != nil {
 		return nil, errno(err)

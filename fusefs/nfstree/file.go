@@ -50,6 +50,9 @@ type handle struct {
 	err  syscall.Errno // a failed send, reported at the next flush/fsync
 	// lastAfter is the post-op attributes of the last stable WRITE.
 	lastAfter *nfs.Attr
+	// cred is the opener's identity (CallerCreds), used for all I/O.
+	cred    nfs.Cred
+	hasCred bool
 
 	// Full write-behind buffers are sent in the background (at most
 	// maxAsync at once) so the writer keeps filling the next one. They
@@ -62,8 +65,9 @@ type handle struct {
 
 const maxAsync = 2
 
-func (n *Node) newHandle(flags uint32, a *nfs.Attr) (*handle, uint32) {
+func (n *Node) newHandle(ctx context.Context, flags uint32, a *nfs.Attr) (*handle, uint32) {
 	h := &handle{n: n, form: formDefault}
+	h.cred, h.hasCred = nfs.CredFrom(ctx)
 	switch n.fsys.opts.Form {
 	case "direct":
 		flags |= syscall.O_DIRECT
@@ -102,6 +106,7 @@ func (n *Node) newHandle(flags uint32, a *nfs.Attr) (*handle, uint32) {
 
 // Open implements fs.NodeOpener; it revalidates attributes (close-to-open).
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	if e := n.flushWriters(ctx); e != 0 {
 		return nil, 0, e
 	}
@@ -118,12 +123,13 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			a = wcc.After
 		}
 	}
-	h, ff := n.newHandle(flags, a)
+	h, ff := n.newHandle(ctx, flags, a)
 	return h, ff, 0
 }
 
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = h.ictx(ctx)
 	// Reads must see data buffered by any open handle of this file (this
 	// one included), so send those buffers first.
 	if e := h.n.flushWriters(ctx); e != 0 {
@@ -140,6 +146,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 
 // Write implements fs.FileWriter.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = h.ictx(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.n.fsys.c
@@ -271,6 +278,7 @@ func (h *handle) writeStableRest(ctx context.Context, fh nfs.FH, off uint64, dat
 
 // sendBuffered sends buffered data without committing (before GETATTR).
 func (h *handle) sendBuffered(ctx context.Context) syscall.Errno {
+	ctx = h.ictx(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.sendLocked(ctx)
@@ -361,6 +369,7 @@ func (h *handle) commitLocked(ctx context.Context) syscall.Errno {
 
 // Flush implements fs.FileFlusher (called on every close(2) of the fd).
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	ctx = h.ictx(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.commitLocked(ctx)
@@ -368,6 +377,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 
 // Fsync implements fs.FileFsyncer.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	ctx = h.ictx(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.form != formDefault {
@@ -379,6 +389,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release implements fs.FileReleaser. Flush already committed; this only
 // retries if that failed and unregisters the handle.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	ctx = h.ictx(ctx)
 	h.mu.Lock()
 	e := h.commitLocked(ctx)
 	h.mu.Unlock()
@@ -412,3 +423,11 @@ var (
 	_ fs.FileFsyncer  = (*handle)(nil)
 	_ fs.FileReleaser = (*handle)(nil)
 )
+
+// ictx gives I/O on this handle the opener's identity.
+func (h *handle) ictx(ctx context.Context) context.Context {
+	if !h.hasCred {
+		return ctx
+	}
+	return nfs.WithCred(ctx, h.cred)
+}

@@ -64,6 +64,9 @@ type Options struct {
 	// Root, if set, is the directory to mount instead of the export's root
 	// (a subdirectory found with LookupPath).
 	Root nfs.FH
+	// CallerCreds sends each calling process's uid/gid/groups in AUTH_SYS
+	// (see cred.go) instead of the client's one identity.
+	CallerCreds bool
 }
 
 // FS is the state shared by all nodes of one mount.
@@ -72,6 +75,7 @@ type FS struct {
 	opts Options
 	root *Node
 
+	groups  groupCache
 	commits atomic.Int64 // COMMITs that succeeded
 	resends atomic.Int64 // times uncommitted data was resent (verifier changed)
 }
@@ -255,6 +259,7 @@ func (n *Node) flushWriters(ctx context.Context) syscall.Errno {
 
 // Lookup implements fs.NodeLookuper.
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	n.mu.Lock()
 	if e, ok := n.plus[name]; ok && time.Since(n.plusTime) < n.fsys.opts.AttrTimeout && e.Attr != nil && len(e.FH) > 0 {
 		// One use only: it serves the LOOKUP that follows the listing,
@@ -278,6 +283,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // Getattr implements fs.NodeGetattrer.
 func (n *Node) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = n.fsys.cctx(ctx)
 	if e := n.flushWriters(ctx); e != 0 {
 		return e
 	}
@@ -291,6 +297,7 @@ func (n *Node) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrOut) 
 
 // Setattr implements fs.NodeSetattrer (chmod, chown, truncate, utimes).
 func (n *Node) Setattr(ctx context.Context, _ fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = n.fsys.cctx(ctx)
 	if e := n.flushWriters(ctx); e != 0 {
 		return e
 	}
@@ -335,6 +342,7 @@ func (n *Node) Setattr(ctx context.Context, _ fs.FileHandle, in *fuse.SetAttrIn,
 // Readdir implements fs.NodeReaddirer with READDIRPLUS, keeping the
 // attributes for the LOOKUPs that usually follow.
 func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = n.fsys.cctx(ctx)
 	ents, err := n.fsys.c.Readdirplus(ctx, n.handle())
 	if err != nil {
 		if !errorsIsNotSupp(err) {
@@ -372,6 +380,7 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // Statfs implements fs.NodeStatfser with FSSTAT.
 func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	ctx = n.fsys.cctx(ctx)
 	st, err := n.fsys.c.Fsstat(ctx, n.handle())
 	if err != nil {
 		return errno(err)

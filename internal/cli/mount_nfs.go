@@ -30,6 +30,7 @@ func init() {
 			fs.Duration("nfs-attr-timeout", time.Second, "nfs: how long the kernel caches attributes and names (0 = no caching)")
 			fs.Int("nfs-write-behind", 8<<20, "nfs: bytes an open file buffers before sending them UNSTABLE (default access form; the client's write buffer, seed 003)")
 			fs.Int("nfs-commit-every", 64<<20, "nfs: uncommitted bytes per open file that force a COMMIT before close/fsync")
+			fs.Bool("nfs-caller-creds", true, "nfs: send each calling process's uid/gid/groups (AUTH_SYS) like the kernel client, so the server's permissions and root_squash apply per user; false: one identity (the URL's uid/gid or this process's) for all, owners set by SETATTR")
 			fs.Bool("nfs-debug", false, "nfs: log every FUSE request")
 		},
 		Run: runMountNFS,
@@ -83,6 +84,7 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		NoCache:     at == 0,
 		Form:        form,
 		Debug:       cfg.GetBool("nfs-debug"),
+		CallerCreds: cfg.GetBool("nfs-caller-creds"),
 		WriteBehind: cfg.GetInt("nfs-write-behind"),
 		CommitEvery: cfg.GetInt("nfs-commit-every"),
 		FsName:      "nfs://" + nu.Addr + nu.Path,

@@ -642,3 +642,42 @@ func TestFUSEOwnership(t *testing.T) {
 		t.Fatal("nobody could create a file in a 0700 root directory")
 	}
 }
+
+// TestFUSECallerCreds: with CallerCreds every process's own uid/gid reach
+// the server, so a root_squash export squashes root but not other users,
+// and the server, not a SETATTR from the mount, sets owners.
+func TestFUSECallerCreds(t *testing.T) {
+	testutil.NeedRoot(t, "switching to another uid needs root")
+	data := t.TempDir()
+	if err := os.Chmod(data, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	tg := startOurs(t, data, "/=rw,clients=127.0.0.0/8,root_squash,anonuid=65534,anongid=65534")
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{CallerCreds: true})
+	for d := filepath.Dir(mnt); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	// root is squashed to 65534 by the server.
+	if err := os.Mkdir(filepath.Join(mnt, "shared"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(mnt, "shared"), 0o777)
+	owner := func(rel string) (uint32, uint32) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(tg.Dir, rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid, st.Gid
+	}
+	if u, g := owner("shared"); u != 65534 || g != 65534 {
+		t.Fatalf("root's mkdir on a root_squash export owned by %d:%d, want 65534:65534", u, g)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "echo hi > "+filepath.Join(mnt, "shared", "u1234")+" && cat "+filepath.Join(mnt, "shared", "u1234"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1234, Gid: 4321}}
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "hi\n" {
+		t.Fatalf("uid 1234 writing through the mount: %v %q", err, out)
+	}
+	if u, g := owner("shared/u1234"); u != 1234 || g != 4321 {
+		t.Fatalf("file of uid 1234 owned by %d:%d on the server", u, g)
+	}
+}

@@ -31,19 +31,27 @@ type target struct {
 	ns        string // network namespace the server lives in ("" = host)
 
 	// ours only
-	srv    *nfsserver.Server
-	ln     net.Listener
-	served chan error
+	exports []nfsserver.Export
+	srv     *nfsserver.Server
+	ln      net.Listener
+	served  chan error
 }
 
 // startOurs runs tristore's NFS front end in-process on 127.0.0.1:0,
 // exporting a fresh data directory ("/" export).
-func startOurs(t testing.TB, dataDir string) *target {
+func startOurs(t testing.TB, dataDir string, exports ...string) *target {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
 	tg := &target{Name: "tristore", Export: "/", Dir: dataDir, Dial: (&net.Dialer{}).DialContext}
+	for _, e := range exports {
+		ex, err := nfsserver.ParseExport(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.exports = append(tg.exports, ex)
+	}
 	tg.serve(t, "127.0.0.1:0")
 	t.Cleanup(func() { tg.stop() })
 	return tg
@@ -51,7 +59,7 @@ func startOurs(t testing.TB, dataDir string) *target {
 
 func (tg *target) serve(t testing.TB, addr string) {
 	t.Helper()
-	srv, err := nfsserver.New(nfsserver.Options{DataDir: tg.Dir, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := nfsserver.New(nfsserver.Options{DataDir: tg.Dir, Exports: tg.exports, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("frontend/nfs.New: %v", err)
 	}
