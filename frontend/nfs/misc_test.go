@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tristore/tristore/proto/nfs3"
 	"github.com/tristore/tristore/proto/sunrpc"
 )
@@ -205,4 +208,32 @@ func TestLargeReads(t *testing.T) {
 	var ga nfs3.GetattrRes
 	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: fh}, &ga)
 	mustOK(t, "GETATTR", ga.Status)
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(Options{DataDir: t.TempDir(), Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); s.Close(); <-done }()
+	c := dial(t, ln.Addr().String())
+	root := c.mount("/")
+	var ga nfs3.GetattrRes
+	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: root}, &ga)
+	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: root}, &ga)
+	n := testutil.ToFloat64(s.metrics.calls.WithLabelValues("nfs", "GETATTR", "SUCCESS"))
+	if n != 2 {
+		t.Fatalf("GETATTR counter %v, want 2", n)
+	}
+	if testutil.ToFloat64(s.metrics.calls.WithLabelValues("mount", "MNT", "SUCCESS")) != 1 {
+		t.Fatal("MNT not counted")
+	}
 }
