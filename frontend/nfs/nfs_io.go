@@ -185,6 +185,8 @@ func sendFileTail(conn net.Conn, b []byte, t *fileTail) error {
 		}
 		sent += int64(m)
 	}
-	_, err = conn.Write(nfs3.Pad(int(t.n)))
+	if pad := nfs3.Pad(int(t.n)); len(pad) > 0 {
+		_, err = conn.Write(pad)
+	}
 	return err
 }
