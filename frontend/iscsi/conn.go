@@ -75,8 +75,31 @@ func (c *conn) serve() {
 	err := c.readLoop()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		log.Info("iscsi: connection dropped", "initiator", c.sess.initiator, "remote", c.nc.RemoteAddr().String(), "err", err)
+		c.drain()
 	}
 }
+
+// drain ends a connection we drop for a protocol error gently: commands
+// are cancelled, our side is half-closed (FIN) so the initiator reads EOF
+// and reconnects, and what it still sends is read and discarded for a
+// bounded time. Closing outright would reset the connection under an
+// initiator that is still writing Data-Out, which kills initiators that
+// do not ignore SIGPIPE (libiscsi's test tool among them).
+func (c *conn) drain() {
+	c.cancel()
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if tc.CloseWrite() != nil {
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(drainTime))
+	io.Copy(io.Discard, io.LimitReader(tc, 64<<20))
+}
+
+// drainTime bounds drain.
+const drainTime = 5 * time.Second
 
 // startFullFeature switches framing to the negotiated digests and limits.
 func (c *conn) startFullFeature() {

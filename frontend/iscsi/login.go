@@ -459,3 +459,5 @@ func (ls *loginState) enterFullFeature(resp *wire.PDU) error {
 	resp.TSIH = s.tsih
 	return nil
 }
+
+var _ error = (*loginError)(nil)

@@ -294,3 +294,5 @@ func (c *Conn) writeVectored(p *PDU, o Options) error {
 
 // Close closes the underlying connection.
 func (c *Conn) Close() error { return c.nc.Close() }
+
+var _ io.Closer = (*Conn)(nil)

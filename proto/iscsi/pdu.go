@@ -508,3 +508,5 @@ func pad4(n int) int { return (n + 3) &^ 3 }
 func (p *PDU) String() string {
 	return fmt.Sprintf("%s itt=0x%x ttt=0x%x cmdsn=%d statsn=%d data=%d", p.Opcode, p.ITT, p.TTT, p.CmdSN, p.StatSN, len(p.Data))
 }
+
+var _ fmt.Stringer = (*PDU)(nil)

@@ -153,3 +153,5 @@ type CheckConditionError struct {
 }
 
 func (e *CheckConditionError) Error() string { return "scsi: check condition: " + e.Sense.String() }
+
+var _ error = (*CheckConditionError)(nil)

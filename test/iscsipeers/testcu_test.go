@@ -40,6 +40,9 @@ func TestTestCU(t *testing.T) {
 	for _, fam := range []string{"SCSI", "iSCSI"} {
 		o := runTestCU(t, fam, ours.url)
 		g := runTestCU(t, fam, tgtURL)
+		if o.truncated {
+			t.Errorf("iscsi-test-cu died during the %s family against tristore (exit %d)", fam, o.exit)
+		}
 		op, of := o.counts()
 		gp, gf := g.counts()
 		line := "family " + fam + ": tristore " + itoa(op) + " passed / " + itoa(of) + " failed (" + itoa(o.skipped) +

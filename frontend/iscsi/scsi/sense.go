@@ -83,3 +83,5 @@ func checkConditionRW(err error, write bool) *Response {
 	}
 	return &Response{Status: iscsi.StatusCheckCondition, Sense: s.Marshal(), DataOutLen: -1}
 }
+
+var _ error = (*senseError)(nil)
