@@ -211,6 +211,11 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 				unix.Fstat(pfd, &no.st)
 				s2 := s
 				s2.Mode = nil
+				if s2.Size != nil && *s2.Size == 0 {
+					// Already empty; a truncate would only make ext4 flush
+					// the file on the next close (auto_da_alloc).
+					s2.Size = nil
+				}
 				ferr = fs.applyAttrs(no, c, s2)
 				no.close()
 			}

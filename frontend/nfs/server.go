@@ -320,8 +320,32 @@ type conn struct {
 var (
 	writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
 	// recordBufs recycles call records (up to MaxRecord each).
-	recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+	recordBufs freeList
 )
+
+// freeList keeps up to 64 record buffers. Unlike sync.Pool it is not
+// emptied at every GC, so a stream of 1 MiB WRITEs does not keep
+// allocating (and zeroing) fresh megabyte buffers.
+type freeList struct{ ch chan *[]byte }
+
+func (f *freeList) Get() any {
+	select {
+	case b := <-f.ch:
+		return b
+	default:
+		b := make([]byte, 0, 4096)
+		return &b
+	}
+}
+
+func (f *freeList) Put(b *[]byte) {
+	select {
+	case f.ch <- b:
+	default:
+	}
+}
+
+func init() { recordBufs.ch = make(chan *[]byte, 64) }
 
 func (s *Server) serveConn(nc net.Conn) {
 	defer func() {
@@ -330,6 +354,11 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 	}()
 	c := &conn{s: s, c: nc, sem: make(chan struct{}, s.opts.MaxInFlight)}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Room for several 1 MiB replies and calls in flight.
+		tc.SetWriteBuffer(4 << 20)
+		tc.SetReadBuffer(4 << 20)
+	}
 	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
 		c.addr = ap.Addr().Unmap()
 	}
