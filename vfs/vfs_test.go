@@ -208,3 +208,51 @@ func TestWriteAlwaysMovesMtime(t *testing.T) {
 		}
 	})
 }
+
+// TestHandleOutsideExport: a handle naming a file on the same file system
+// but outside the export (as a forged handle would) is stale, never served.
+func TestHandleOutsideExport(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"export", "outside", "export/.tristore"} {
+		os.Mkdir(filepath.Join(dir, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "outside", "secret"), []byte("s"), 0o600)
+	os.WriteFile(filepath.Join(dir, "export", ".tristore", "sys"), []byte("s"), 0o600)
+	out, err := Open(filepath.Join(dir, "outside"), Options{ExportID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	sys, err := Open(filepath.Join(dir, "export", ".tristore"), Options{ExportID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	exp, err := Open(filepath.Join(dir, "export"), Options{ExportID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
+	for _, src := range []*FS{out, sys} {
+		var name string
+		if src == out {
+			name = "secret"
+		} else {
+			name = "sys"
+		}
+		h, _, _, err := src.Lookup(root, src.Root(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := exp.GetAttr(h); !errors.Is(err, ErrStale) {
+			t.Fatalf("handle of %s outside the export: %v, want ErrStale", name, err)
+		}
+		buf := make([]byte, 1)
+		if _, _, _, err := exp.Read(root, h, 0, buf); !errors.Is(err, ErrStale) {
+			t.Fatalf("READ through a foreign handle: %v", err)
+		}
+	}
+}
