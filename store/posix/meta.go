@@ -227,12 +227,15 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 	dir := filepath.Dir(path)
 	var f *os.File
 	var err error
-	for range 5 {
+	// A concurrent removeSidecar may rmdir an empty parent between our
+	// MkdirAll and OpenFile (or inside MkdirAll, which then fails with
+	// ENOENT): both are retried, a bounded number of times.
+	for range 20 {
 		f, err = os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil || !errors.Is(err, os.ErrNotExist) {
 			break
 		}
-		if err = os.MkdirAll(dir, 0o755); err != nil {
+		if err = os.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fsErr(err)
 		}
 	}
