@@ -3,7 +3,12 @@
 # the peer tools each protocol is tested against, and Go modules.
 # Idempotent: a second run installs nothing new. Each part of the tree adds
 # its own needs in scripts/deps.d/<part>.sh (sourced here, in name order).
+# GO_TOOLS (peer servers only the benchmarks use, built from source) are
+# installed only with --bench, so the test command stays quick on a fresh
+# machine: `scripts/deps.sh --bench`.
 set -euo pipefail
+BENCH=0
+[ "${1:-}" = "--bench" ] && BENCH=1
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -27,6 +32,7 @@ fi
 if [ ${#PIP_PKGS[@]} -gt 0 ]; then
   python3 -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}"
 fi
+[ "$BENCH" = 1 ] || GO_TOOLS=()
 for t in "${GO_TOOLS[@]}"; do
   name=$(basename "${t%@*}")
   command -v "$name" >/dev/null || command -v "$(go env GOPATH)/bin/$name" >/dev/null || go install "$t"

@@ -12,7 +12,7 @@
 # server alike. Reported: the median over rounds and tristore's ratio.
 # Load comes from scripts/bench/s3load (aws-sdk-go-v2, unsigned payload).
 # Raw rows: $OUT (default $BENCH_DIR/s3-results.csv). Servers that are not
-# installed are reported and skipped (install: scripts/deps.sh).
+# installed are reported and skipped (install: scripts/deps.sh --bench).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BENCH_DIR=${BENCH_DIR:-/var/tmp/tristore-s3bench}
