@@ -264,6 +264,27 @@ func TestBadPDUs(t *testing.T) {
 	in4.send(&wire.PDU{Opcode: wire.OpDataOut, Final: true, ITT: itt, TTT: r.TTT, DataSN: 5, Data: make([]byte, 4096)})
 	in4.expectClosed(t)
 
+	// A data segment longer than our MaxRecvDataSegmentLength: Reject
+	// (protocol error), then the connection is dropped (the stream is out
+	// of step because the segment was not read).
+	in6, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := make([]byte, 48)
+	long[0] = 0x40 | byte(wire.OpNOPOut)
+	long[1] = 0x80
+	long[5], long[6], long[7] = 0x10, 0, 0 // 1 MiB > 256 KiB
+	for i := 16; i < 24; i++ {
+		long[i] = 0xff
+	}
+	in6.nc.Write(long)
+	r, err = in6.recv()
+	if err != nil || r.Opcode != wire.OpReject || r.Reason != wire.RejectProtocolError {
+		t.Fatalf("overlong data segment: %v %v", r, err)
+	}
+	in6.expectClosed(t)
+
 	// Truncated PDU then EOF.
 	in5, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: 5})
 	if err != nil {
