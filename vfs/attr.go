@@ -130,6 +130,9 @@ func (fs *FS) SetAttrs(c Cred, h Handle, s SetAttr, guard *time.Time) (before, a
 		return before, after, err
 	}
 	err = fs.as(c, func() error { return fs.applyAttrs(o, c, s) })
+	if err == nil && !fs.async && o.st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		err = fsyncObj(o) // SETATTR is durable before the reply (RFC 1813)
+	}
 	var st unix.Stat_t
 	if unix.Fstat(o.fd, &st) == nil {
 		after = fs.attrOf(&st)

@@ -227,7 +227,7 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 		h, a, err = fs.child(o, name)
 		return err
 	})
-	return h, a, dc, err
+	return h, a, dc, fs.commitMeta(err, o, name)
 }
 
 // Mkdir makes a directory.
@@ -274,7 +274,7 @@ func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (h Handle, a Att
 		h, a, err = fs.child(o, name)
 		return err
 	})
-	return h, a, dc, err
+	return h, a, dc, fs.commitMeta(err, o, name)
 }
 
 // Symlink makes a symbolic link name -> target.
@@ -305,7 +305,7 @@ func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (h Han
 		h, a, err = fs.child(o, name)
 		return err
 	})
-	return h, a, dc, err
+	return h, a, dc, fs.commitMeta(err, o, "")
 }
 
 func containsNUL(s string) bool {
@@ -359,7 +359,7 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		// of a directory is also answered with ISDIR (or NOTSUPP) by knfsd.
 		return dc, unix.EISDIR
 	}
-	return dc, err
+	return dc, fs.commitMeta(err, o, "")
 }
 
 // Rename moves fromName in fromDir to toName in toDir atomically
@@ -405,7 +405,10 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 		}
 		return nil
 	})
-	return from, to, err
+	if err == nil && to0.st.Ino != fo.st.Ino {
+		err = fs.commitMeta(nil, to0, "")
+	}
+	return from, to, fs.commitMeta(err, fo, "")
 }
 
 // Link makes a hard link to h as name in dir.
@@ -444,7 +447,7 @@ func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (a Attr, dc DirCha
 	if unix.Fstat(src.fd, &st) == nil {
 		a = fs.attrOf(&st)
 	}
-	return a, dc, err
+	return a, dc, fs.commitMeta(err, o, name)
 }
 
 func itoa(n int) string {
@@ -459,4 +462,42 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(b[i:])
+}
+
+// commitMeta makes a successful namespace change durable before the reply,
+// as RFC 1813 requires of every modifying operation except an UNSTABLE
+// WRITE (knfsd's "sync" export default): it fsyncs the directory and, if
+// child is not "", the child itself (skipped for symlinks and special
+// files). With Options.Async it does nothing. An fsync error is returned.
+func (fs *FS) commitMeta(err error, dir *obj, child string) error {
+	if err != nil || fs.async {
+		return err
+	}
+	if child != "" {
+		if fd, e := unix.Openat(dir.fd, child, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); e == nil {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && (st.Mode&unix.S_IFMT == unix.S_IFREG || st.Mode&unix.S_IFMT == unix.S_IFDIR) {
+				err = unix.Fsync(fd)
+			}
+			unix.Close(fd)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return fsyncObj(dir)
+}
+
+// fsyncObj fsyncs a resolved object through a fresh read-only descriptor
+// (its own descriptor is O_PATH, which cannot be synced).
+func fsyncObj(o *obj) error {
+	if m := o.st.Mode & unix.S_IFMT; m != unix.S_IFREG && m != unix.S_IFDIR {
+		return nil
+	}
+	fd, err := unix.Open(o.procPath(), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
 }

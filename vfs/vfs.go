@@ -101,6 +101,10 @@ type Options struct {
 	IndexDir string
 	// ForceIndex uses the fallback index even as root (for tests).
 	ForceIndex bool
+	// Async skips committing namespace and attribute changes to disk before
+	// returning (knfsd's "async"): faster, but a crash can lose acknowledged
+	// creates, renames and removals. Data writes keep their own rules.
+	Async bool
 }
 
 // FS is one exported subtree. It keeps no per-file state; it is safe for
@@ -113,6 +117,7 @@ type FS struct {
 	fsid     uint64
 	exportID uint32
 	readOnly bool
+	async    bool
 	kernel   bool // open_by_handle_at works
 	switchID bool // running as root: switch fsuid per operation
 	index    *index
@@ -137,7 +142,7 @@ func Open(dir string, opts Options) (*FS, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	fs := &FS{root: abs, rootFd: fd, rootIno: st.Ino, dev: st.Dev, readOnly: opts.ReadOnly, exportID: opts.ExportID}
+	fs := &FS{root: abs, rootFd: fd, rootIno: st.Ino, dev: st.Dev, readOnly: opts.ReadOnly, async: opts.Async, exportID: opts.ExportID}
 	if fs.exportID == 0 {
 		h := fnv.New32a()
 		h.Write([]byte(abs))

@@ -12,9 +12,12 @@ import (
 
 // Export is one exported subtree: the data root ("/") or a bucket ("/name").
 type Export struct {
-	Path     string         // "/" or "/bucket" (a path inside the data tree)
-	ReadOnly bool           // ro: every modifying call gets NFS3ERR_ROFS
-	Clients  []netip.Prefix // allowed client networks; empty = 127.0.0.0/8 and ::1
+	Path     string // "/" or "/bucket" (a path inside the data tree)
+	ReadOnly bool   // ro: every modifying call gets NFS3ERR_ROFS
+	// Async answers namespace and attribute changes before they are on
+	// disk (knfsd's "async"); default sync, as RFC 1813 requires.
+	Async   bool
+	Clients []netip.Prefix // allowed client networks; empty = 127.0.0.0/8 and ::1
 	// RootSquash maps uid 0 to AnonUID/AnonGID; AllSquash maps everyone.
 	RootSquash, AllSquash bool
 	AnonUID, AnonGID      uint32
@@ -31,6 +34,7 @@ const DefaultExport = "/=rw,clients=127.0.0.0/8,no_root_squash"
 // ParseExport parses "PATH=opt,opt,..." with options
 //
 //	rw | ro                    (default rw)
+//	sync | async               (default sync: CREATE, MKDIR, RENAME, SETATTR... are on disk before the reply)
 //	clients=CIDR[+CIDR...]     (default 127.0.0.0/8+::1/128; a bare address means /32 or /128)
 //	root_squash | no_root_squash | all_squash   (default no_root_squash)
 //	anonuid=N, anongid=N       (default 65534)
@@ -56,6 +60,10 @@ func ParseExport(s string) (Export, error) {
 				e.ReadOnly = false
 			case "ro":
 				e.ReadOnly = true
+			case "sync":
+				e.Async = false
+			case "async":
+				e.Async = true
 			case "root_squash":
 				e.RootSquash = true
 			case "no_root_squash":

@@ -21,6 +21,12 @@ func TestParseExport(t *testing.T) {
 	if e.Path != "/bkt" || !e.ReadOnly || !e.AllSquash || e.AnonUID != 1000 || e.AnonGID != 100 || len(e.Clients) != 2 {
 		t.Fatalf("%+v", e)
 	}
+	if a, err := ParseExport("/=rw,async"); err != nil || !a.Async {
+		t.Fatalf("async option: %+v %v", a, err)
+	}
+	if d, _ := ParseExport("/=rw"); d.Async {
+		t.Fatal("exports must be sync by default")
+	}
 	for _, bad := range []string{"bkt=rw", "/a/b=rw", "/=rw,bogus", "/=clients=notacidr", "/=anonuid=x", "/.tristore=rw"} {
 		if _, err := ParseExport(bad); err == nil {
 			t.Errorf("ParseExport(%q) accepted", bad)

@@ -157,6 +157,7 @@ func New(opts Options) (*Server, error) {
 		fs, err := vfs.Open(dir, vfs.Options{
 			ExportID: h.Sum32() | 1,
 			ReadOnly: e.ReadOnly,
+			Async:    e.Async,
 			IndexDir: filepath.Join(opts.DataDir, ".tristore", "vfs", "index"),
 		})
 		if err != nil {

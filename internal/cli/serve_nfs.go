@@ -20,7 +20,7 @@ func init() {
 		DefaultAddr: "127.0.0.1:2049",
 		Help:        "NFS v3 + MOUNT v3 listen address, one TCP port for both (\"off\" to disable)",
 		Flags: func(fs *pflag.FlagSet) {
-			fs.StringArray("nfs-export", nil, "export PATH=OPTIONS, repeatable; PATH is / or /bucket; options: rw|ro, "+
+			fs.StringArray("nfs-export", nil, "export PATH=OPTIONS, repeatable; PATH is / or /bucket; options: rw|ro, sync|async, "+
 				"clients=CIDR[+CIDR...], root_squash|no_root_squash|all_squash, anonuid=N, anongid=N "+
 				"(default \""+nfs.DefaultExport+"\"; in the config file a list, in TRISTORE_NFS_EXPORT space-separated)")
 			fs.String("nfs-portmap-addr", "", "also answer portmapper GETPORT (program 100000 v2) here, e.g. 127.0.0.1:111 (default off)")
