@@ -575,3 +575,22 @@ func TestRandomPDUs(t *testing.T) {
 		t.Fatal("target stopped answering correctly")
 	}
 }
+
+// TestTooLargeTransfer: a write beyond the Block Limits maximum is refused
+// without soliciting 64 MiB of data.
+func TestTooLargeTransfer(t *testing.T) {
+	tt := startTarget(t, Config{})
+	in, err := dial(t, tt.addr, loginOpts{target: tt.iqn, initialR2T: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	itt := in.nextITT()
+	in.send(&wire.PDU{Opcode: wire.OpSCSICommand, Final: true, Write: true, ITT: itt, CmdSN: in.cmdSN,
+		ExpectedDataLength: 64 << 20, CDB: wire.Write16(0, 131072, false)})
+	in.cmdSN++
+	r, err := in.recv()
+	if err != nil || r.Opcode != wire.OpSCSIResponse || r.Status != wire.StatusCheckCondition {
+		t.Fatalf("want CHECK CONDITION, got %v %v", r, err)
+	}
+	in.mustCmd(wire.TestUnitReady(), nil, 0)
+}

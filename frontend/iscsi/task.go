@@ -66,7 +66,8 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 		imm > 0 && !prm.ImmediateData,
 		imm > uint32(prm.FirstBurstLength),
 		p.Write && !p.Final && prm.InitialR2T,
-		!p.Final && !p.Write:
+		!p.Final && !p.Write,
+		p.ITT == wire.ReservedTag:
 		return c.reject(p, wire.RejectProtocolError)
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -262,7 +263,9 @@ func (t *task) run() {
 			c.nc.Close()
 		}
 	}()
-	if t.write && t.edtl > 0 && !t.collect() {
+	// A transfer larger than we accept (t.buf == nil) is answered at once
+	// without soliciting its data; stray Data-Out for it is discarded.
+	if t.write && t.edtl > 0 && t.buf != nil && !t.collect() {
 		c.unregister(t)
 		t.endWindow()
 		return
