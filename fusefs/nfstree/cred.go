@@ -77,7 +77,15 @@ func procGroups(pid uint32) []uint32 {
 
 // cctx attaches the calling process's identity to ctx (CallerCreds only).
 // Requests without a process (pid 0) keep the mount's own identity.
+//
+// It also detaches ctx from the FUSE request's cancellation. The kernel
+// interrupts a request whenever the calling thread gets a signal (Go
+// programs get SIGURG for preemption all the time); giving up the NFS call
+// then would turn a harmless signal into a failed syscall. NFS mounts are
+// "hard" on Linux for the same reason: a call runs to its end (bounded by
+// the client's per-call timeout and retries).
 func (f *FS) cctx(ctx context.Context) context.Context {
+	ctx = context.WithoutCancel(ctx)
 	if !f.opts.CallerCreds {
 		return ctx
 	}

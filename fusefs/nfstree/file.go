@@ -224,8 +224,7 @@ func (h *handle) sendAsyncLocked(ctx context.Context) syscall.Errno {
 	data, off := h.buf, h.bufO
 	h.buf = nil
 	h.bgWG.Add(1)
-	// The FUSE request's context ends with the request; the send must not.
-	bctx := context.WithoutCancel(ctx)
+	bctx := ctx // already detached from the FUSE request (ictx)
 	go func() {
 		defer h.bgWG.Done()
 		defer func() { <-h.bgSem }()
@@ -425,7 +424,9 @@ var (
 )
 
 // ictx gives I/O on this handle the opener's identity.
+// Like cctx it ignores FUSE interrupts.
 func (h *handle) ictx(ctx context.Context) context.Context {
+	ctx = context.WithoutCancel(ctx)
 	if !h.hasCred {
 		return ctx
 	}

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -191,7 +192,20 @@ func (n *Node) handle() nfs.FH {
 	return n.fh
 }
 
-func errno(err error) syscall.Errno { return nfs.ToErrno(err) }
+// errno maps a client error for the kernel. Errors that are not an NFS
+// status the server chose (transport failures, RPC errors, bad replies)
+// all become EIO, so they are logged: EIO alone would hide the cause.
+func errno(err error) syscall.Errno {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return syscall.EINTR
+	}
+	e := nfs.ToErrno(err)
+	var st nfs.Status
+	if e == syscall.EIO && !errors.As(err, &st) {
+		slog.Warn("nfs mount: call failed", "err", err)
+	}
+	return e
+}
 
 // fillAttr converts NFS attributes to FUSE's.
 func fillAttr(a *nfs.Attr, out *fuse.Attr) {
