@@ -394,7 +394,6 @@ func (ls *loginState) chapStep(kvs []wire.KV) ([]wire.KV, error) {
 // enterFullFeature creates or joins the session and fills the final response.
 func (ls *loginState) enterFullFeature(resp *wire.PDU) error {
 	c, srv := ls.c, ls.c.srv
-	ls.params.Normalize()
 	c.params = ls.params
 	if ls.join != nil {
 		s := ls.join

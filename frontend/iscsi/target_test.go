@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -554,6 +555,9 @@ func TestRandomPDUs(t *testing.T) {
 			raw[4] = 0                   // no AHS
 			raw[5], raw[6] = 0, raw[6]&1 // data segment < 512 bytes
 			dl := int(raw[6])<<8 | int(raw[7])
+			if raw[0]&0x3f == byte(wire.OpTaskMgmtReq) && raw[1]&0x7f == wire.TMFTargetColdReset {
+				raw[1] = 0x80 | wire.TMFAbortTaskSet // a cold reset legitimately drops every session
+			}
 			if raw[0]&0x3f == byte(wire.OpSCSICommand) {
 				raw[32] = []byte{wire.ScsiRead10, wire.ScsiWrite10, wire.ScsiInquiry, wire.ScsiModeSelect6,
 					wire.ScsiPersistResOut, wire.ScsiUnmap, wire.ScsiCompareAndWrite, wire.ScsiMaintenanceIn}[raw[32]%8]
@@ -593,4 +597,49 @@ func TestTooLargeTransfer(t *testing.T) {
 		t.Fatalf("want CHECK CONDITION, got %v %v", r, err)
 	}
 	in.mustCmd(wire.TestUnitReady(), nil, 0)
+}
+
+// TestManySessions runs sessions in parallel, each writing and verifying
+// its own region, with a mix of digests and burst settings.
+func TestManySessions(t *testing.T) {
+	tt := startTarget(t, Config{})
+	const n = 8
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			in, err := dial(t, tt.addr, loginOpts{target: tt.iqn, isid: byte(20 + i), immediate: i%2 == 0,
+				initialR2T: i%3 == 0, digests: i%4 == 1, maxBurst: 8192 << (i % 4)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer in.nc.Close()
+			base := uint32(i) * 2048 // 1 MiB per session
+			for k := 0; k < 8; k++ {
+				data := randBytes(128 << 10)
+				lba := base + uint32(k)*256
+				r, err := in.cmd(wire.Write10(lba, 256, k%3 == 0), data, 0)
+				if err != nil || r.status != 0 {
+					errs <- fmt.Errorf("session %d write: %v %+v", i, err, r)
+					return
+				}
+				r, err = in.cmd(wire.Read10(lba, 256, false), nil, len(data))
+				if err != nil || r.status != 0 || !bytes.Equal(r.data, data) {
+					errs <- fmt.Errorf("session %d read back differs: %v", i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("sessions did not finish")
+		}
+	}
 }

@@ -310,7 +310,7 @@ func (p *Params) Offer() []KV {
 		{"MaxRecvDataSegmentLength", p.get("MaxRecvDataSegmentLength")},
 		{"InitialR2T", boolStr(p.InitialR2T)},
 		{"ImmediateData", boolStr(p.ImmediateData)},
-		{"FirstBurstLength", p.get("FirstBurstLength")},
+		{"FirstBurstLength", strconv.Itoa(min(p.FirstBurstLength, p.MaxBurstLength))},
 		{"MaxBurstLength", p.get("MaxBurstLength")},
 		{"MaxOutstandingR2T", p.get("MaxOutstandingR2T")},
 		{"DataPDUInOrder", boolStr(p.DataPDUInOrder)},
@@ -323,7 +323,11 @@ func (p *Params) Offer() []KV {
 }
 
 // Normalize enforces the cross-key rule FirstBurstLength <= MaxBurstLength
-// (RFC 7143 §13.14) after negotiation.
+// (RFC 7143 §13.14) on one side's own values. Offer already clamps what it
+// proposes; when both sides propose consistent values the negotiated ones
+// are consistent too, so neither side needs to change them afterwards
+// (doing so on one side only would make the sides disagree about how much
+// unsolicited data is coming).
 func (p *Params) Normalize() {
 	if p.FirstBurstLength > p.MaxBurstLength {
 		p.FirstBurstLength = p.MaxBurstLength
