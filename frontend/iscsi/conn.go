@@ -32,9 +32,10 @@ type conn struct {
 	pingTTT  atomic.Uint32 // TTT of our outstanding NOP-In ping, 0 if none
 	nextTTT  atomic.Uint32
 
-	tasksMu sync.Mutex
-	tasks   map[uint32]*task // tasks of this connection by ITT (Data-Out routing)
-	taskWG  sync.WaitGroup
+	tasksMu  sync.Mutex
+	tasks    map[uint32]*task // tasks of this connection by ITT (Data-Out routing)
+	stopping bool             // no new tasks (set before waiting on taskWG from outside the reader)
+	taskWG   sync.WaitGroup
 
 	textMu      sync.Mutex
 	textPending map[uint32][]byte // continued Text Responses by TTT
@@ -127,6 +128,9 @@ func (c *conn) close() {
 
 // shutdown closes the connection after in-flight tasks finish (at most d).
 func (c *conn) shutdown(d time.Duration) {
+	c.tasksMu.Lock()
+	c.stopping = true // taskWG.Add must not race with the Wait below
+	c.tasksMu.Unlock()
 	if d > 0 {
 		waitTimeout(&c.taskWG, d)
 	}

@@ -94,9 +94,15 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 		return c.reject(p, wire.RejectTaskInProgress)
 	}
 	c.tasksMu.Lock()
+	if c.stopping {
+		c.tasksMu.Unlock()
+		s.removeTask(t)
+		cancel()
+		return errDrop // the connection is being shut down
+	}
 	c.tasks[t.itt] = t
-	c.tasksMu.Unlock()
 	c.taskWG.Add(1)
+	c.tasksMu.Unlock()
 	accepted := s.order(p.CmdSN, p.Immediate, func() {
 		if !t.immediate {
 			s.begin() // immediate commands take no window slot
