@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -127,14 +128,17 @@ func ptr(v uint32) *uint32 { return &v }
 // renamed to a hidden name instead and removed at its last close (the
 // kernel NFS client's "silly rename"), so open descriptors keep working as
 // POSIX promises.
+//
+// FUSE sends RELEASE asynchronously after the last close(2), so a program
+// that closes and then unlinks (the common case) can reach Unlink while
+// its RELEASE is still on the way; stillOpen waits briefly for it rather
+// than silly-renaming a file nobody has open.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.fsys.cctx(ctx)
 	defer n.forgetPlus()
 	if ch := n.GetChild(name); ch != nil {
 		if cn, ok := ch.Operations().(*Node); ok {
-			cn.mu.Lock()
-			open := cn.opens > 0 && cn.sillyName == ""
-			cn.mu.Unlock()
+			open := cn.stillOpen()
 			if open {
 				hidden := fmt.Sprintf(".nfs%016x%08x", ch.StableAttr().Ino, rand.Uint32())
 				if err := n.fsys.c.Rename(ctx, n.handle(), name, n.handle(), hidden); err != nil {
@@ -243,3 +247,21 @@ var (
 	_ fs.NodeSymlinker  = (*Node)(nil)
 	_ fs.NodeReadlinker = (*Node)(nil)
 )
+
+// releaseWait bounds how long Unlink waits for RELEASEs in flight.
+const releaseWait = 200 * time.Millisecond
+
+// stillOpen reports whether the file has open handles (and no silly name
+// yet), giving in-flight RELEASEs up to releaseWait to arrive.
+func (n *Node) stillOpen() bool {
+	deadline := time.Now().Add(releaseWait)
+	for {
+		n.mu.Lock()
+		open := n.opens > 0 && n.sillyName == ""
+		n.mu.Unlock()
+		if !open || time.Now().After(deadline) {
+			return open
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
