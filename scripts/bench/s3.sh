@@ -80,7 +80,7 @@ for s in $SERVERS; do
 JSON
     weed server -dir="$BENCH_DIR/weed-data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
       -master.port=19333 -volume.port=19380 -filer.port=19388 -s3 -s3.port=${PORT[$s]} \
-      -s3.config="$BENCH_DIR/weed-s3.json" -master.volumeSizeLimitMB=1024 >"$LOG" 2>&1 &
+      -s3.config="$BENCH_DIR/weed-s3.json" -master.volumeSizeLimitMB=1024 -volume.max=0 >"$LOG" 2>&1 &
     ;;
   *) echo "unknown server $s" >&2; exit 2 ;;
   esac
@@ -94,9 +94,14 @@ for r in $(seq 1 "$ROUNDS"); do
   for size in ${SIZES//,/ }; do
     for par in ${PAR//,/ }; do
       for s in "${RUN[@]}"; do
-        "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
-          -bucket "bench-r$r" -sizes "$size" -par "$par" -duration "$DURATION" -label "$s" -csv "$OUT.tmp"
-        sed "s/\$/,$r/" "$OUT.tmp" >> "$OUT" && rm -f "$OUT.tmp"
+        # One bucket for all rounds (SeaweedFS gives each bucket its own
+        # volumes and runs out of them); later rounds overwrite the keys.
+        if ! "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
+          -bucket bench -sizes "$size" -par "$par" -duration "$DURATION" -label "$s" -csv "$OUT.tmp"; then
+          echo "$s failed at size $size par $par round $r (log: $BENCH_DIR/$s.log)" >&2
+        fi
+        [ -f "$OUT.tmp" ] && sed "s/\$/,$r/" "$OUT.tmp" >> "$OUT"
+        rm -f "$OUT.tmp"
       done
     done
   done
