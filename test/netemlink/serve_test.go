@@ -36,8 +36,10 @@ func TestServeAcrossLink(t *testing.T) {
 		}
 	}()
 	lines := make(chan string, 100)
-	var out strings.Builder
+	var out strings.Builder // read only after scanned is closed
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			out.WriteString(sc.Text() + "\n")
@@ -55,6 +57,7 @@ func TestServeAcrossLink(t *testing.T) {
 		select {
 		case l, ok := <-lines:
 			if !ok {
+				<-scanned
 				t.Fatalf("netem serve exited:\n%s", out.String())
 			}
 			if m := admin.FindStringSubmatch(l); m != nil {
@@ -62,7 +65,7 @@ func TestServeAcrossLink(t *testing.T) {
 			}
 			ready = strings.HasPrefix(l, "run clients with")
 		case <-deadline:
-			t.Fatalf("netem serve not ready:\n%s", out.String())
+			t.Fatal("netem serve not ready within 60s")
 		}
 	}
 	if !strings.HasPrefix(addr, "192.0.2.2:") {
@@ -78,8 +81,9 @@ func TestServeAcrossLink(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("netem serve ignored SIGTERM:\n%s", out.String())
+		t.Fatal("netem serve ignored SIGTERM")
 	}
+	<-scanned
 	waitGone(t, name, data)
 	if !strings.Contains(out.String(), "9001") {
 		t.Errorf("no per-port counters printed:\n%s", out.String())
