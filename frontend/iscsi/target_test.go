@@ -572,7 +572,25 @@ func TestRandomPDUs(t *testing.T) {
 			}
 		}
 		in.nc.Close()
-		good.mustCmd(wire.TestUnitReady(), nil, 0)
+		// Random resets legitimately leave unit attentions for the good
+		// session; it must see them and then work normally.
+		ok := false
+		for try := 0; try < 8 && !ok; try++ {
+			r, err := good.cmd(wire.TestUnitReady(), nil, 0)
+			if err != nil {
+				t.Fatalf("good session broken: %v", err)
+			}
+			switch {
+			case r.status == wire.StatusGood:
+				ok = true
+			case r.status == wire.StatusCheckCondition && r.sense.Key == wire.SenseUnitAttention:
+			default:
+				t.Fatalf("good session: status %x %v", r.status, r.sense)
+			}
+		}
+		if !ok {
+			t.Fatal("good session never got GOOD again")
+		}
 	}
 	got := good.mustCmd(wire.Inquiry(false, 0, 96), nil, 96)
 	if string(got[8:16]) != "TRISTORE" {
