@@ -21,7 +21,7 @@ var mustPass = []string{
 	"StartStopUnit", "TestUnitReady", "Unmap", "Verify10", "Verify12", "Verify16",
 	"Write10", "Write12", "Write16", "WriteSame10", "WriteSame16", "WriteVerify10", "WriteVerify12", "WriteVerify16",
 	"GetLBAStatus", "OrWrite", "ReportSupportedOpcodes", "PrinReadKeys", "PrinServiceactionRange", "PrinReportCapabilities", "ProutRegister",
-	"ProutReserve", "ProutClear", "ProutPreempt", "Reserve6",
+	"ProutReserve", "ProutClear", "ProutPreempt", "Reserve6", "ReadDefectData10", "ReadDefectData12",
 	"iSCSIcmdsn", "iSCSIResiduals", "iSCSITMF",
 }
 

@@ -537,3 +537,27 @@ func (lu *LU) getLBAStatus(r *Request) *Response {
 	be.PutUint32(d, uint32(len(d)-4))
 	return good(allocCut(d, alloc))
 }
+
+const (
+	scsiReadDefectData10 = 0x37
+	scsiReadDefectData12 = 0xb7
+)
+
+func init() {
+	handlers[scsiReadDefectData10] = (*LU).readDefectData
+	handlers[scsiReadDefectData12] = (*LU).readDefectData
+}
+
+// readDefectData reports an empty defect list: a file has no bad sectors
+// the target could know about.
+func (lu *LU) readDefectData(ctx context.Context, r *Request) *Response {
+	c := r.CDB
+	if c[0] == scsiReadDefectData10 {
+		d := make([]byte, 4)
+		d[1] = c[2] & 0x1f // PLISTV, GLISTV and the format echo the request
+		return good(allocCut(d, int(be.Uint16(c[7:]))))
+	}
+	d := make([]byte, 8)
+	d[1] = c[1] & 0x1f
+	return good(allocCut(d, int(be.Uint32(c[6:]))))
+}
