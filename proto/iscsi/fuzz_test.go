@@ -24,7 +24,20 @@ func FuzzReadPDU(f *testing.F) {
 	f.Add(make([]byte, 47), false)
 	f.Fuzz(func(t *testing.T, data []byte, digests bool) {
 		o := Options{HeaderDigest: digests, DataDigest: digests, MaxRecvDataSegmentLength: 1 << 16}
+		// The placed path (data read into a caller's buffer) must decode
+		// exactly what the allocating path decodes.
+		scratch := make([]byte, 1<<16)
+		pp, perr := readPDU(bytes.NewReader(data), o, func(p *PDU, n int) []byte {
+			if int(p.BufferOffset%64)+n <= len(scratch) {
+				off := int(p.BufferOffset % 64)
+				return scratch[off : off+n]
+			}
+			return nil
+		})
 		p, err := ReadPDU(bytes.NewReader(data), o)
+		if (err == nil) != (perr == nil) || (err == nil && !bytes.Equal(p.Data, pp.Data)) {
+			t.Fatalf("placed read differs: %v vs %v", err, perr)
+		}
 		if err != nil {
 			return
 		}
