@@ -176,7 +176,7 @@ func openNFS(ctx context.Context, u *nfsURL) (*nfsSession, error) {
 func newNFSCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nfs",
-		Short: "Use an NFS v3 server with the built-in userspace client (ls, cat, put, get, bench)",
+		Short: "Use an NFS v3 server with the built-in userspace client (ls, cat, put, get, mkdir, rm, bench)",
 		Long: `nfs talks NFS v3 over TCP with tristore's own client; no kernel NFS needed.
 
 URL: nfs://host[:port]/export[/path][?mountport=P&rsize=N&wsize=N&uid=U&gid=G&parallel=N]
@@ -184,7 +184,7 @@ The port defaults to 2049 and MOUNT to the same port (tristore serves both on
 one); for ganesha or knfsd give mountport (e.g. 20048), or let the client ask
 the portmapper on port 111 (it does when the NFS port does not serve MOUNT).`,
 	}
-	cmd.AddCommand(newNFSLsCmd(), newNFSCatCmd(), newNFSPutCmd(), newNFSGetCmd(), newNFSBenchCmd())
+	cmd.AddCommand(newNFSLsCmd(), newNFSCatCmd(), newNFSPutCmd(), newNFSGetCmd(), newNFSMkdirCmd(), newNFSRmCmd(), newNFSBenchCmd())
 	return cmd
 }
 
@@ -344,11 +344,7 @@ FILE_SYNC. Either way the data is on the server's disk when put returns.`,
 			}
 			defer in.Close()
 			return withNFS(cmd, args[1], func(ctx context.Context, s *nfsSession) error {
-				dirPath, name := path.Split("/" + s.Rel)
-				if name == "" {
-					return fmt.Errorf("%s names a directory; give the file name", args[1])
-				}
-				dir, _, err := s.C.LookupPath(ctx, dirPath)
+				dir, name, err := splitNFSPath(ctx, s, "put")
 				if err != nil {
 					return err
 				}
@@ -413,6 +409,62 @@ func writeStableAt(ctx context.Context, c *nfs.Client, fh nfs.FH, data []byte, o
 		data = data[wr.Count:]
 	}
 	return nil
+}
+
+// splitNFSPath returns the parent directory handle and the last name of
+// the session's path.
+func splitNFSPath(ctx context.Context, s *nfsSession, what string) (nfs.FH, string, error) {
+	dirPath, name := path.Split("/" + s.Rel)
+	if name == "" {
+		return nil, "", fmt.Errorf("%s: give a path inside the export, not the export itself", what)
+	}
+	dir, _, err := s.C.LookupPath(ctx, dirPath)
+	return dir, name, err
+}
+
+func newNFSMkdirCmd() *cobra.Command {
+	var mode uint32
+	cmd := &cobra.Command{
+		Use:   "mkdir URL",
+		Short: "Make a directory (its parent must exist)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
+				dir, name, err := splitNFSPath(ctx, s, "mkdir")
+				if err != nil {
+					return err
+				}
+				_, _, err = s.C.Mkdir(ctx, dir, name, nfs.SetAttr{Mode: &mode})
+				return err
+			})
+		},
+	}
+	cmd.Flags().Uint32Var(&mode, "mode", 0o755, "permission bits")
+	return cmd
+}
+
+func newNFSRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm URL",
+		Short: "Remove a file, symlink or empty directory",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
+				dir, name, err := splitNFSPath(ctx, s, "rm")
+				if err != nil {
+					return err
+				}
+				_, a, err := s.C.Lookup(ctx, dir, name)
+				if err != nil {
+					return err
+				}
+				if a != nil && a.Type == nfs.TypeDir {
+					return s.C.Rmdir(ctx, dir, name)
+				}
+				return s.C.Remove(ctx, dir, name)
+			})
+		},
+	}
 }
 
 func newNFSBenchCmd() *cobra.Command {

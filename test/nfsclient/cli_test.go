@@ -96,11 +96,19 @@ func testCLI(t *testing.T, tg *target, ns string, url func(p string) string) {
 	if len(ents) != 2 {
 		t.Fatalf("bench left files behind: %d entries in cli/", len(ents))
 	}
+	runCLI(t, ns, nil, "nfs", "mkdir", url("/cli/sub"))
+	runCLI(t, ns, nil, "nfs", "put", local, url("/cli/sub/x"))
+	runCLI(t, ns, nil, "nfs", "rm", url("/cli/sub/x"))
+	runCLI(t, ns, nil, "nfs", "rm", url("/cli/sub"))
+	if _, err := os.Stat(filepath.Join(tg.Dir, "cli", "sub")); !os.IsNotExist(err) {
+		t.Fatalf("nfs mkdir/rm: cli/sub still there (%v)", err)
+	}
 	// Errors: a missing file, a bad URL, a closed port.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
 		{"nfs", "cat", url("/cli/missing")},
+		{"nfs", "rm", url("/cli/missing")},
 		{"nfs", "ls", "http://127.0.0.1/x"},
 		{"nfs", "ls", "nfs://127.0.0.1:1/x"},
 	} {
