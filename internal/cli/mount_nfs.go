@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,10 +115,20 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 				err = srv.Unmount()
 			}
 			if err != nil {
-				return fmt.Errorf("unmount %s: %w", dir, err)
+				// Still busy after 10 s: detach it (umount -l) so it
+				// disappears once the last user leaves, instead of leaving
+				// a dead mount behind when this process exits.
+				if derr := syscall.Unmount(dir, syscall.MNT_DETACH); derr != nil {
+					return fmt.Errorf("unmount %s: %w (lazy unmount: %v)", dir, err, derr)
+				}
+				slog.Warn("mount was busy; detached lazily", "dir", dir)
 			}
 		}
-		<-done
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("unmount %s: FUSE server did not stop", dir)
+		}
 	}
 	slog.Info("unmounted", "dir", dir)
 	return nil
