@@ -100,9 +100,9 @@ func TestPresets(t *testing.T) {
 	if r.RTT() != 50*time.Millisecond || r.Up.Loss != 0.001 || r.Up.Rate != Rate12MiB {
 		t.Errorf("realistic = %+v", r)
 	}
-	// RTT jitter σ: two independent directions of σ/√2 each.
-	if rtt := math.Sqrt(2) * float64(r.Up.Jitter); math.Abs(rtt-float64(10*time.Millisecond)) > float64(10*time.Microsecond) {
-		t.Errorf("realistic RTT jitter %v, want 10ms", time.Duration(rtt))
+	// netem's jitter σ 10 ms, applied to each direction as WANem does.
+	if r.Up.Jitter != 10*time.Millisecond || r.Down.Jitter != 10*time.Millisecond || !r.Reorder {
+		t.Errorf("realistic jitter %v/%v reorder %v, want 10ms each way, reordering", r.Up.Jitter, r.Down.Jitter, r.Reorder)
 	}
 	if _, err := PresetConfig("moon"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown preset accepted")
