@@ -92,27 +92,17 @@ type MountEntry struct {
 type DumpRes struct{ Mounts []MountEntry }
 
 func (x *DumpRes) Encode(w *sunrpc.Writer) {
-	for _, m := range x.Mounts {
-		w.Bool(true)
+	encodeList(w, x.Mounts, func(m *MountEntry) {
 		w.String(m.Host)
 		w.String(m.Dir)
-	}
-	w.Bool(false)
+	})
 }
 
 func (x *DumpRes) Decode(r *sunrpc.Reader) error {
-	x.Mounts = nil
-	for i := 0; r.Bool(); i++ {
-		if i >= maxListItems {
-			r.Fail("mount list too long")
-			break
-		}
-		m := MountEntry{Host: r.String(MaxMountName), Dir: r.String(MaxDirPath)}
-		if r.Err() != nil {
-			break
-		}
-		x.Mounts = append(x.Mounts, m)
-	}
+	x.Mounts = decodeList(r, nil, "mount list too long", func(m *MountEntry) {
+		m.Host = r.String(MaxMountName)
+		m.Dir = r.String(MaxDirPath)
+	})
 	return r.Err()
 }
 
@@ -126,37 +116,16 @@ type ExportEntry struct {
 type ExportRes struct{ Exports []ExportEntry }
 
 func (x *ExportRes) Encode(w *sunrpc.Writer) {
-	for _, e := range x.Exports {
-		w.Bool(true)
+	encodeList(w, x.Exports, func(e *ExportEntry) {
 		w.String(e.Dir)
-		for _, g := range e.Groups {
-			w.Bool(true)
-			w.String(g)
-		}
-		w.Bool(false)
-	}
-	w.Bool(false)
+		encodeList(w, e.Groups, func(g *string) { w.String(*g) })
+	})
 }
 
 func (x *ExportRes) Decode(r *sunrpc.Reader) error {
-	x.Exports = nil
-	for i := 0; r.Bool(); i++ {
-		if i >= maxListItems {
-			r.Fail("export list too long")
-			break
-		}
-		e := ExportEntry{Dir: r.String(MaxDirPath)}
-		for j := 0; r.Bool(); j++ {
-			if j >= maxListItems {
-				r.Fail("group list too long")
-				break
-			}
-			e.Groups = append(e.Groups, r.String(MaxMountName))
-		}
-		if r.Err() != nil {
-			break
-		}
-		x.Exports = append(x.Exports, e)
-	}
+	x.Exports = decodeList(r, nil, "export list too long", func(e *ExportEntry) {
+		e.Dir = r.String(MaxDirPath)
+		e.Groups = decodeList(r, nil, "group list too long", func(g *string) { *g = r.String(MaxMountName) })
+	})
 	return r.Err()
 }

@@ -56,14 +56,11 @@ func (x *ReaddirRes) Encode(w *sunrpc.Writer) {
 		return
 	}
 	w.FixedOpaque(x.CookieVerf[:])
-	for i := range x.Entries {
-		e := &x.Entries[i]
-		w.Bool(true)
+	encodeList(w, x.Entries, func(e *Entry) {
 		w.Uint64(e.FileID)
 		w.String(e.Name)
 		w.Uint64(e.Cookie)
-	}
-	w.Bool(false)
+	})
 	w.Bool(x.EOF)
 }
 
@@ -74,21 +71,11 @@ func (x *ReaddirRes) Decode(r *sunrpc.Reader) error {
 		return r.Err()
 	}
 	copy(x.CookieVerf[:], r.FixedOpaque(CookieVerfSize))
-	x.Entries = x.Entries[:0]
-	for i := 0; r.Bool(); i++ {
-		if i >= maxListItems {
-			r.Fail("too many directory entries")
-			break
-		}
-		var e Entry
+	x.Entries = decodeList(r, x.Entries[:0], "too many directory entries", func(e *Entry) {
 		e.FileID = r.Uint64()
 		e.Name = r.String(MaxName)
 		e.Cookie = r.Uint64()
-		if r.Err() != nil {
-			break
-		}
-		x.Entries = append(x.Entries, e)
-	}
+	})
 	x.EOF = r.Bool()
 	return r.Err()
 }
@@ -156,16 +143,13 @@ func (x *ReaddirplusRes) Encode(w *sunrpc.Writer) {
 		return
 	}
 	w.FixedOpaque(x.CookieVerf[:])
-	for i := range x.Entries {
-		e := &x.Entries[i]
-		w.Bool(true)
+	encodeList(w, x.Entries, func(e *EntryPlus) {
 		w.Uint64(e.FileID)
 		w.String(e.Name)
 		w.Uint64(e.Cookie)
 		e.Attr.Encode(w)
 		e.FH.Encode(w)
-	}
-	w.Bool(false)
+	})
 	w.Bool(x.EOF)
 }
 
@@ -176,23 +160,13 @@ func (x *ReaddirplusRes) Decode(r *sunrpc.Reader) error {
 		return r.Err()
 	}
 	copy(x.CookieVerf[:], r.FixedOpaque(CookieVerfSize))
-	x.Entries = x.Entries[:0]
-	for i := 0; r.Bool(); i++ {
-		if i >= maxListItems {
-			r.Fail("too many directory entries")
-			break
-		}
-		var e EntryPlus
+	x.Entries = decodeList(r, x.Entries[:0], "too many directory entries", func(e *EntryPlus) {
 		e.FileID = r.Uint64()
 		e.Name = r.String(MaxName)
 		e.Cookie = r.Uint64()
 		e.Attr.Decode(r)
 		e.FH.Decode(r)
-		if r.Err() != nil {
-			break
-		}
-		x.Entries = append(x.Entries, e)
-	}
+	})
 	x.EOF = r.Bool()
 	return r.Err()
 }
