@@ -30,6 +30,7 @@ rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/bin"
 go build -o "$BENCH_DIR/bin/tristore" ./cmd/tristore
 go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load
+rm -f "$OUT.tmp"
 echo "server,op,size,par,ops_per_s,mib_per_s,p50_ms,p99_ms,errors,round" > "$OUT"
 
 PIDS=()
