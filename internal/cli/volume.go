@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -39,20 +38,7 @@ refused.`,
 		Use:   "create BUCKET/NAME SIZE",
 		Short: "Create a sparse volume (the bucket is created if missing)",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			st, closeStore, err := openVolumeStore()
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			b, n, err := filelun.ParseRef(args[0])
-			if err != nil {
-				return err
-			}
-			size, err := filelun.ParseSize(args[1])
-			if err != nil {
-				return err
-			}
+		RunE: volumeRunE(func(cmd *cobra.Command, st filelun.Store, b, n string, size int64) error {
 			ctx := cmd.Context()
 			if _, err := st.StatBucket(ctx, b); errors.Is(err, store.ErrNoSuchBucket) {
 				if err := st.CreateBucket(ctx, b, ""); err != nil && !errors.Is(err, store.ErrBucketExists) {
@@ -67,7 +53,7 @@ refused.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s/%s: %d bytes, iSCSI target %s LUN 0\n", in.Bucket, in.Name, in.Size, VolumeIQN(in.Bucket, in.Name))
 			return nil
-		},
+		}),
 	}
 
 	list := &cobra.Command{
@@ -98,9 +84,7 @@ refused.`,
 				for _, v := range vs {
 					rows = append(rows, row{v, VolumeIQN(v.Bucket, v.Name)})
 				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return printJSON(out, rows)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUCKET\tNAME\tSIZE\tALLOCATED\tTARGET")
@@ -120,52 +104,54 @@ refused.`,
 		Use:   "resize BUCKET/NAME SIZE",
 		Short: "Grow (also while served) or shrink (only when not served) a volume",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			st, closeStore, err := openVolumeStore()
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			b, n, err := filelun.ParseRef(args[0])
-			if err != nil {
-				return err
-			}
-			size, err := filelun.ParseSize(args[1])
-			if err != nil {
-				return err
-			}
+		RunE: volumeRunE(func(cmd *cobra.Command, st filelun.Store, b, n string, size int64) error {
 			in, err := filelun.Resize(cmd.Context(), st, b, n, size)
 			if err != nil {
 				return fmt.Errorf("volume resize: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "resized %s/%s to %d bytes\n", in.Bucket, in.Name, in.Size)
 			return nil
-		},
+		}),
 	}
 
 	del := &cobra.Command{
 		Use:   "delete BUCKET/NAME",
 		Short: "Delete a volume and its data (refused while served)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			st, closeStore, err := openVolumeStore()
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			b, n, err := filelun.ParseRef(args[0])
-			if err != nil {
-				return err
-			}
+		RunE: volumeRunE(func(cmd *cobra.Command, st filelun.Store, b, n string, _ int64) error {
 			if err := filelun.Delete(cmd.Context(), st, b, n); err != nil {
 				return fmt.Errorf("volume delete: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s/%s\n", b, n)
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(create, list, resize, del)
 	return cmd
+}
+
+// volumeRunE is the common start of create, resize and delete: open the
+// store, parse args[0] as BUCKET/NAME and, when the command takes it, args[1]
+// as SIZE; then run the command with them.
+func volumeRunE(run func(cmd *cobra.Command, st filelun.Store, bucket, name string, size int64) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		st, closeStore, err := openVolumeStore()
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		b, n, err := filelun.ParseRef(args[0])
+		if err != nil {
+			return err
+		}
+		var size int64
+		if len(args) > 1 {
+			if size, err = filelun.ParseSize(args[1]); err != nil {
+				return err
+			}
+		}
+		return run(cmd, st, b, n, size)
+	}
 }
 
 func openVolumeStore() (filelun.Store, func(), error) {
