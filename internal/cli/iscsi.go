@@ -251,20 +251,30 @@ func lsTarget(ctx context.Context, c iscsi.Config, a *iscsi.Address, name string
 	return rows
 }
 
+// iscsiOffset turns --offset (bytes, humanized) or --lba (in the LUN's
+// blocks) into a byte offset; read and write both take them.
+func iscsiOffset(dev *iscsi.Session, offS string) (int64, error) {
+	off, err := iscsiSize(offS)
+	if err != nil {
+		return 0, fmt.Errorf("--offset: %w", err)
+	}
+	if lba := cfg.GetInt64("lba"); lba >= 0 {
+		if off != 0 {
+			return 0, errors.New("give --offset or --lba, not both")
+		}
+		off = lba * int64(dev.BlockSize())
+	}
+	return off, nil
+}
+
 // iscsiRange turns --offset/--length (bytes, humanized) or --lba/--blocks
 // (in the LUN's blocks) into a block-aligned byte range.
 func iscsiRange(dev *iscsi.Session, offS, lenS string) (int64, int64, error) {
-	off, err := iscsiSize(offS)
+	off, err := iscsiOffset(dev, offS)
 	if err != nil {
-		return 0, 0, fmt.Errorf("--offset: %w", err)
+		return 0, 0, err
 	}
 	bsz := int64(dev.BlockSize())
-	if lba := cfg.GetInt64("lba"); lba >= 0 {
-		if off != 0 {
-			return 0, 0, errors.New("give --offset or --lba, not both")
-		}
-		off = lba * bsz
-	}
 	n := dev.Size() - off
 	if lenS != "" {
 		if n, err = iscsiSize(lenS); err != nil {
@@ -277,9 +287,8 @@ func iscsiRange(dev *iscsi.Session, offS, lenS string) (int64, int64, error) {
 		}
 		n = blocks * bsz
 	}
-	bs := int64(dev.BlockSize())
-	if off%bs != 0 || n%bs != 0 {
-		return 0, 0, fmt.Errorf("offset %d and length %d must be multiples of the %d-byte block size", off, n, bs)
+	if off%bsz != 0 || n%bsz != 0 {
+		return 0, 0, fmt.Errorf("offset %d and length %d must be multiples of the %d-byte block size", off, n, bsz)
 	}
 	if off < 0 || n < 0 || off+n > dev.Size() {
 		return 0, 0, fmt.Errorf("range [%d,+%d) is outside the %d-byte LUN", off, n, dev.Size())
@@ -376,17 +385,11 @@ zeros.`,
 				return err
 			}
 			defer dev.Close()
-			off, err := iscsiSize(cfg.GetString("offset"))
+			off, err := iscsiOffset(dev, cfg.GetString("offset"))
 			if err != nil {
-				return fmt.Errorf("--offset: %w", err)
+				return err
 			}
 			bs := int64(dev.BlockSize())
-			if lba := cfg.GetInt64("lba"); lba >= 0 {
-				if off != 0 {
-					return errors.New("give --offset or --lba, not both")
-				}
-				off = lba * bs
-			}
 			if off%bs != 0 || off < 0 || off >= dev.Size() {
 				return fmt.Errorf("--offset %d must be a multiple of %d inside the %d-byte LUN", off, bs, dev.Size())
 			}
