@@ -11,7 +11,6 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,6 +30,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 const (
@@ -44,65 +45,23 @@ const (
 	defaultMaxPuts = 200
 )
 
-// buildOnce builds the tristore binary once per test binary run.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
+// tristoreBin is the binary under test: $TRISTORE_CRASH_BIN when set (a
+// prebuilt binary, not removed afterwards), else cmd/tristore built once per
+// test binary run.
 func tristoreBin(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv("TRISTORE_CRASH_BIN"); p != "" {
-			binPath = p // a prebuilt binary (not removed afterwards)
-			return
-		}
-		root, err := moduleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "tristore-crash-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "tristore")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/tristore")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/tristore: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if p := os.Getenv("TRISTORE_CRASH_BIN"); p != "" {
+		return p
 	}
-	return binPath
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	return testutil.TristoreBin(ctx, t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" && os.Getenv("TRISTORE_CRASH_BIN") == "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testutil.RemoveTristoreBin()
 	os.Exit(code)
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for range 10 {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		dir = filepath.Dir(dir)
-	}
-	return "", errors.New("go.mod not found above the test directory")
 }
 
 // server is one running `tristore serve`.

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,31 +17,11 @@ import (
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-	binOut  []byte
-)
-
 // tristoreBin builds cmd/tristore once per test binary run.
 func tristoreBin(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tristore-iscsiblock-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "tristore")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		binOut, binErr = exec.CommandContext(ctx, "go", "build", "-o", binPath, "github.com/tristore/tristore/cmd/tristore").CombinedOutput()
-	})
-	if binErr != nil {
-		t.Fatalf("building tristore: %v\n%s", binErr, binOut)
-	}
-	return binPath
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return testutil.TristoreBin(ctx, t)
 }
 
 func tristore(t *testing.T, stdin []byte, args ...string) []byte {

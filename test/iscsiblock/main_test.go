@@ -2,15 +2,14 @@ package iscsiblock
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // TestMain removes the tristore binary TestCLI builds (once per run).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testutil.RemoveTristoreBin()
 	os.Exit(code)
 }

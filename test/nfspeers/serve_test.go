@@ -19,12 +19,9 @@ import (
 // parsing and shutdown on SIGTERM.
 func TestServeCLI(t *testing.T) {
 	testutil.NeedCmd(t, "nfs-ls")
-	bin := filepath.Join(t.TempDir(), "tristore")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/tristore/tristore/cmd/tristore").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testutil.TristoreBin(ctx, t)
 	data := t.TempDir()
 	os.MkdirAll(filepath.Join(data, "bkt"), 0o755)
 	os.WriteFile(filepath.Join(data, "bkt", "obj.txt"), []byte("object body"), 0o644)
