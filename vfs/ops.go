@@ -136,10 +136,7 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 		return nil, Attr{}, dc, err
 	}
 	defer fs.finish(o, &dc)
-	if err := checkName(name); err != nil {
-		if name == "." || name == ".." {
-			err = unix.EEXIST
-		}
+	if err := checkNewName(name); err != nil {
 		return nil, Attr{}, dc, err
 	}
 	perm := uint32(0o644)
@@ -241,10 +238,7 @@ func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (h Handle, a Att
 		return nil, Attr{}, dc, err
 	}
 	defer fs.finish(o, &dc)
-	if err := checkName(name); err != nil {
-		if name == "." || name == ".." {
-			err = unix.EEXIST
-		}
+	if err := checkNewName(name); err != nil {
 		return nil, Attr{}, dc, err
 	}
 	perm := uint32(0o755)
@@ -288,10 +282,7 @@ func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (h Han
 		return nil, Attr{}, dc, err
 	}
 	defer fs.finish(o, &dc)
-	if err := checkName(name); err != nil {
-		if name == "." || name == ".." {
-			err = unix.EEXIST
-		}
+	if err := checkNewName(name); err != nil {
 		return nil, Attr{}, dc, err
 	}
 	if target == "" || len(target) > 4095 || containsNUL(target) {
@@ -430,10 +421,7 @@ func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (a Attr, dc DirCha
 	if src.isDir() {
 		return fs.attrOf(&src.st), dc, unix.EISDIR
 	}
-	if err := checkName(name); err != nil {
-		if name == "." || name == ".." {
-			err = unix.EEXIST
-		}
+	if err := checkNewName(name); err != nil {
 		return fs.attrOf(&src.st), dc, err
 	}
 	// linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which the caller's

@@ -202,6 +202,16 @@ func checkName(name string) error {
 	return nil
 }
 
+// checkNewName is checkName for a name Create, Mkdir, Symlink or Link is to
+// make: "." and ".." always exist, so making them is EEXIST (as on Linux).
+func checkNewName(name string) error {
+	err := checkName(name)
+	if err != nil && (name == "." || name == "..") {
+		return unix.EEXIST
+	}
+	return err
+}
+
 func (fs *FS) writable() error {
 	if fs.readOnly {
 		return ErrReadOnly
