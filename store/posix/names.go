@@ -182,19 +182,38 @@ func mkdirParents(bdir, dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			if isDirNoSymlinks(dir) == nil {
-				return changed, nil
-			}
-			return nil, fmt.Errorf("%w: %s is an object, not a prefix", store.ErrKeyConflict, dir)
+	// A concurrent Put may create dir (EEXIST) and a concurrent Delete may
+	// then remove it again before we look: only a non-directory that stays
+	// there is a conflict. Bounded retries.
+	for range 20 {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return append(changed, parent), nil
 		}
 		if errors.Is(err, syscall.ENOTDIR) {
 			return nil, fmt.Errorf("%w: a parent of %s is an object", store.ErrKeyConflict, dir)
 		}
-		return nil, fsErr(err)
+		if errors.Is(err, os.ErrNotExist) {
+			// The parent vanished under a concurrent Delete: make it again.
+			c, err := mkdirParents(bdir, parent)
+			if err != nil {
+				return nil, err
+			}
+			changed = append(changed, c...)
+			continue
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, fsErr(err)
+		}
+		serr := isDirNoSymlinks(dir)
+		if serr == nil {
+			return changed, nil
+		}
+		if !errors.Is(serr, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s is an object, not a prefix", store.ErrKeyConflict, dir)
+		}
 	}
-	return append(changed, parent), nil
+	return nil, fmt.Errorf("%s: directory kept vanishing under concurrent deletes: %w", dir, store.ErrKeyConflict)
 }
 
 // removeEmptyParents removes empty directories from dir up to (not
