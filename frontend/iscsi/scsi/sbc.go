@@ -116,9 +116,19 @@ func dataOutMismatch(r *Request, want int64) *Response {
 	return resp
 }
 
+// writeAt writes p at off with cawMu held shared (so COMPARE AND WRITE and
+// ORWRITE, which hold it exclusively, see no write between their read and
+// their write).
 func (lu *LU) writeAt(ctx context.Context, p []byte, off int64, fua bool) error {
 	lu.cawMu.RLock()
 	defer lu.cawMu.RUnlock()
+	return lu.writeLocked(ctx, p, off, fua)
+}
+
+// writeLocked writes p at off; with fua, or with the write cache disabled
+// (WCE=0), the data is durable on return: WriteAtFUA when the device has
+// it, else WriteAt and Flush. The caller holds cawMu.
+func (lu *LU) writeLocked(ctx context.Context, p []byte, off int64, fua bool) error {
 	if fua || !lu.wce.Load() {
 		if f, ok := lu.dev.(blockdev.FUAWriter); ok {
 			_, err := f.WriteAtFUA(ctx, p, off)
@@ -427,18 +437,8 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 		}
 		return fail(errMiscompare(uint32(i)))
 	}
-	var werr error
-	if rw.FUA || !lu.wce.Load() {
-		if f, ok := lu.dev.(blockdev.FUAWriter); ok {
-			_, werr = f.WriteAtFUA(ctx, r.DataOut[n:], off)
-		} else if _, werr = lu.dev.WriteAt(ctx, r.DataOut[n:], off); werr == nil {
-			werr = lu.dev.Flush(ctx)
-		}
-	} else {
-		_, werr = lu.dev.WriteAt(ctx, r.DataOut[n:], off)
-	}
-	if werr != nil {
-		return fail(werr)
+	if err := lu.writeLocked(ctx, r.DataOut[n:], off, rw.FUA); err != nil {
+		return fail(err)
 	}
 	return resp
 }
@@ -480,18 +480,8 @@ func (lu *LU) orWrite(ctx context.Context, r *Request) *Response {
 	for i, b := range r.DataOut[:n] {
 		medium[i] |= b
 	}
-	var werr error
-	if rw.FUA || !lu.wce.Load() {
-		if f, ok := lu.dev.(blockdev.FUAWriter); ok {
-			_, werr = f.WriteAtFUA(ctx, medium, off)
-		} else if _, werr = lu.dev.WriteAt(ctx, medium, off); werr == nil {
-			werr = lu.dev.Flush(ctx)
-		}
-	} else {
-		_, werr = lu.dev.WriteAt(ctx, medium, off)
-	}
-	if werr != nil {
-		return fail(werr)
+	if err := lu.writeLocked(ctx, medium, off, rw.FUA); err != nil {
+		return fail(err)
 	}
 	return resp
 }
