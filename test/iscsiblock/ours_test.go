@@ -6,26 +6,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/blockdev"
-	"github.com/tristore/tristore/blockdev/filelun"
 	"github.com/tristore/tristore/client/iscsi"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
+	"github.com/tristore/tristore/internal/testutil/iscsitarget"
 	proto "github.com/tristore/tristore/proto/iscsi"
-	"github.com/tristore/tristore/store/posix"
 )
 
 // ourTarget is tristore's target (frontend/iscsi) over a posix store in a
-// temp dir, serving one volume on 127.0.0.1.
-type ourTarget struct {
-	Portal string
-	IQN    string
-	Path   string // the volume's file in the store tree
-}
+// temp dir, serving one volume (vols/disk1) on 127.0.0.1.
+type ourTarget = iscsitarget.Target
 
 func startOurs(t testing.TB, size int64, chap iscsitgt.CHAPConfig) *ourTarget {
 	t.Helper()
@@ -35,45 +28,8 @@ func startOurs(t testing.TB, size int64, chap iscsitgt.CHAPConfig) *ourTarget {
 // startOursCfg is startOurs with target options (window, NOP pings, ...).
 func startOursCfg(t testing.TB, size int64, tc iscsitgt.Config) *ourTarget {
 	t.Helper()
-	dir := t.TempDir()
-	b, err := posix.Open(dir, posix.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := b.CreateBucket(ctx, "vols", ""); err != nil {
-		t.Fatal(err)
-	}
-	st, err := filelun.AsStore(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := filelun.Create(ctx, st, "vols", "disk1", size); err != nil {
-		t.Fatal(err)
-	}
-	tc.Store = b
 	tc.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := iscsitgt.New(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		srv.Close()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("our target did not stop within 20s")
-		}
-	})
-	return &ourTarget{Portal: ln.Addr().String(), IQN: iscsitgt.TargetName("vols", "disk1"), Path: filepath.Join(dir, "vols", "disk1")}
+	return iscsitarget.Start(t, "disk1", size, tc)
 }
 
 func TestInitiatorAgainstOurs(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tristore/tristore/blockdev/filelun"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
-	"github.com/tristore/tristore/store/posix"
+	"github.com/tristore/tristore/internal/testutil/iscsitarget"
 )
 
 // target is our target serving one volume on 127.0.0.1.
@@ -32,42 +32,8 @@ type target struct {
 
 func startOurs(t *testing.T, size int64, cfg iscsitgt.Config) *target {
 	t.Helper()
-	b, err := posix.Open(t.TempDir(), posix.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := b.CreateBucket(ctx, "vols", ""); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := filelun.AsStore(b)
-	if _, err := filelun.Create(ctx, st, "vols", "peer", size); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Store = b
-	srv, err := iscsitgt.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		srv.Close()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("target did not stop")
-		}
-	})
-	iqn := iscsitgt.TargetName("vols", "peer")
-	addr := ln.Addr().String()
-	return &target{addr: addr, iqn: iqn, url: "iscsi://" + addr + "/" + iqn + "/0", st: st}
+	tg := iscsitarget.Start(t, "peer", size, cfg)
+	return &target{addr: tg.Portal, iqn: tg.IQN, url: tg.URL, st: tg.Store}
 }
 
 // freePort returns a currently unused TCP port on 127.0.0.1.
