@@ -122,7 +122,15 @@ func testServer(t testing.TB, dir string, exports ...string) (*Server, string) {
 		}
 		ex = append(ex, e)
 	}
-	s, err := New(Options{DataDir: dir, Exports: ex})
+	s, addr := serveOpts(t, Options{DataDir: dir, Exports: ex})
+	return s, addr.String()
+}
+
+// serveOpts starts a server with opts on 127.0.0.1:0 and returns it and its
+// address; t's cleanup stops it (failing t if that takes over 30s).
+func serveOpts(t testing.TB, opts Options) (*Server, net.Addr) {
+	t.Helper()
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +150,7 @@ func testServer(t testing.TB, dir string, exports ...string) (*Server, string) {
 			t.Error("server did not stop")
 		}
 	})
-	return s, ln.Addr().String()
+	return s, ln.Addr()
 }
 
 func needRoot(t testing.TB) {

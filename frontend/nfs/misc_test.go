@@ -19,18 +19,7 @@ import (
 )
 
 func TestPortmapGetport(t *testing.T) {
-	s, err := New(Options{DataDir: t.TempDir(), PortmapAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); s.Close(); <-done }()
+	s, addr := serveOpts(t, Options{DataDir: t.TempDir(), PortmapAddr: "127.0.0.1:0"})
 	var pm net.Addr
 	for i := 0; i < 500 && pm == nil; i++ {
 		pm = s.PortmapAddr()
@@ -39,8 +28,8 @@ func TestPortmapGetport(t *testing.T) {
 	if pm == nil {
 		t.Fatal("portmapper did not start")
 	}
-	port := uint32(ln.Addr().(*net.TCPAddr).Port)
-	for _, addr := range []string{pm.String(), ln.Addr().String()} {
+	port := uint32(addr.(*net.TCPAddr).Port)
+	for _, addr := range []string{pm.String(), addr.String()} {
 		c := dial(t, addr)
 		for _, tc := range []struct {
 			m    nfs3.Mapping
@@ -211,20 +200,8 @@ func TestLargeReads(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	s, err := New(Options{DataDir: t.TempDir(), Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); s.Close(); <-done }()
-	c := dial(t, ln.Addr().String())
+	s, addr := serveOpts(t, Options{DataDir: t.TempDir(), Metrics: prometheus.NewRegistry()})
+	c := dial(t, addr.String())
 	root := c.mount("/")
 	var ga nfs3.GetattrRes
 	c.nfs(nfs3.ProcGetattr, &nfs3.GetattrArgs{FH: root}, &ga)
