@@ -112,7 +112,7 @@ func generation(dirfd int, name string, st *unix.Stat_t) uint32 {
 	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if name == "" {
 		// dirfd is the object itself (possibly O_PATH): reopen it through /proc.
-		name = "/proc/self/fd/" + strconv.Itoa(dirfd)
+		name = fdPath(dirfd)
 	} else {
 		flags |= unix.O_NOFOLLOW
 	}
@@ -152,7 +152,10 @@ func (o *obj) isDir() bool { return o.st.Mode&unix.S_IFMT == unix.S_IFDIR }
 
 // procPath names the object through /proc so it can be reopened (with a
 // permission check under the caller's fsuid) for reading or writing.
-func (o *obj) procPath() string { return "/proc/self/fd/" + strconv.Itoa(o.fd) }
+func (o *obj) procPath() string { return fdPath(o.fd) }
+
+// fdPath is the /proc magic link of descriptor fd of this process.
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // resolve turns a handle into an open object inside this export.
 func (fs *FS) resolve(h Handle) (*obj, error) {

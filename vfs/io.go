@@ -154,7 +154,7 @@ func (fs *FS) Write(c Cred, h Handle, off uint64, data []byte, how Stability) (n
 		if t.Nsec >= 1e9 {
 			t.Sec, t.Nsec = t.Sec+1, 0
 		}
-		unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, t}, 0)
+		unix.UtimesNanoAt(unix.AT_FDCWD, fdPath(fd), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, t}, 0)
 	}
 	switch how {
 	case DataSync:

@@ -196,7 +196,7 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 				{Sec: int64(binary.BigEndian.Uint32(verf[0:4]))},
 				{Sec: int64(binary.BigEndian.Uint32(verf[4:8]))},
 			}
-			ferr = unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+itoa(fd), ts, 0)
+			ferr = unix.UtimesNanoAt(unix.AT_FDCWD, fdPath(fd), ts, 0)
 		}
 		unix.Close(fd)
 		if ferr == nil && mode != CreateExclusive {
@@ -436,20 +436,6 @@ func (fs *FS) Link(c Cred, h Handle, dir Handle, name string) (a Attr, dc DirCha
 		a = fs.attrOf(&st)
 	}
 	return a, dc, fs.commitMeta(err, o, name)
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }
 
 // commitMeta makes a successful namespace change durable before the reply,
