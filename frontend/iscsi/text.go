@@ -2,6 +2,7 @@ package iscsi
 
 import (
 	"net"
+	"strconv"
 	"strings"
 
 	wire "github.com/tristore/tristore/proto/iscsi"
@@ -97,25 +98,11 @@ func (c *conn) sendTargets(which string) []wire.KV {
 	}
 	addr := c.nc.LocalAddr().String()
 	if ta, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
-		addr = net.JoinHostPort(ta.IP.String(), itoa(ta.Port))
+		addr = net.JoinHostPort(ta.IP.String(), strconv.Itoa(ta.Port))
 	}
 	var out []wire.KV
 	for _, n := range names {
 		out = append(out, wire.KV{Key: "TargetName", Value: n}, wire.KV{Key: "TargetAddress", Value: addr + ",1"})
 	}
 	return out
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }
