@@ -34,6 +34,8 @@ var (
 	ErrNoSpace           = errors.New("no space left on device")
 	ErrReadOnly          = errors.New("read-only")
 	ErrNotSupported      = errors.New("operation not supported by this backend")
+	// ErrPreconditionFailed: a conditional write lost, e.g. PutIfAbsent found the key present.
+	ErrPreconditionFailed = errors.New("precondition failed")
 )
 
 // MinPartSize is the smallest size of any multipart part except the last, as in S3.
@@ -137,6 +139,24 @@ type Store interface {
 // its content (used by PutObjectAcl and CopyObject onto itself).
 type MetaUpdater interface {
 	UpdateMeta(ctx context.Context, bucket, key string, meta ObjectMeta) (ObjectInfo, error)
+}
+
+// ExclusivePutter is implemented by stores that can create an object only
+// if its key is absent, atomically (S3's PUT with If-None-Match: *). A check
+// in the front end before the body arrives cannot do this: two racing
+// writers would both see the key missing and both succeed. Here the test
+// and the publish are one step, so exactly one of them wins; the others
+// get ErrPreconditionFailed and leave no trace. Durability is as for Put.
+type ExclusivePutter interface {
+	PutIfAbsent(ctx context.Context, bucket, key string, r io.Reader, size int64, meta ObjectMeta) (ObjectInfo, error)
+}
+
+// ExclusiveCompleter is the multipart counterpart of ExclusivePutter:
+// CompleteMultipartIfAbsent publishes the upload only if key is absent,
+// else returns ErrPreconditionFailed and keeps the upload (it can be
+// completed or aborted later).
+type ExclusiveCompleter interface {
+	CompleteMultipartIfAbsent(ctx context.Context, bucket, key, uploadID string, parts []CompletePart) (ObjectInfo, error)
 }
 
 // BucketConfigurer keeps small per-bucket documents (ACL, policy, ...) by name.

@@ -215,6 +215,11 @@ func (b *Backend) ListParts(ctx context.Context, bucket, key, uploadID string) (
 // CompleteMultipart validates the part list, concatenates the parts into
 // the object and publishes it atomically and durably, then removes the upload.
 func (b *Backend) CompleteMultipart(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart) (store.ObjectInfo, error) {
+	return b.complete(ctx, bucket, key, uploadID, parts, false)
+}
+
+// complete is CompleteMultipart and, with noReplace, CompleteMultipartIfAbsent.
+func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, noReplace bool) (store.ObjectInfo, error) {
 	unlock := b.lockUpload(uploadID)
 	defer unlock()
 	u, err := b.loadUpload(bucket, key, uploadID)
@@ -273,7 +278,7 @@ func (b *Backend) CompleteMultipart(ctx context.Context, bucket, key, uploadID s
 	}
 	rec.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sums.Sum(nil)), len(chosen))
 	rec.setMeta(u.Meta)
-	st, err := b.publish(f, target, changed, rec)
+	st, err := b.publishMode(f, target, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}

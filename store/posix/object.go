@@ -142,6 +142,13 @@ func readChunk(r io.Reader, p []byte) (int, error) {
 // directory (and any parents whose entries were created). Afterwards the
 // object survives a crash; before the rename no reader can see it.
 func (b *Backend) publish(f *os.File, target string, changed []string, rec *record) (unix.Stat_t, error) {
+	return b.publishMode(f, target, changed, rec, false)
+}
+
+// publishMode is publish; with noReplace the rename refuses an existing
+// target (renameat2 RENAME_NOREPLACE, see exclusive.go) and returns
+// store.ErrPreconditionFailed, leaving the existing object untouched.
+func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	tmp := f.Name()
 	fail := func(err error) (unix.Stat_t, error) {
@@ -169,14 +176,35 @@ func (b *Backend) publish(f *os.File, target string, changed []string, rec *reco
 		l := b.keyLock(target)
 		l.Lock()
 		unlock = l.Unlock
+		if noReplace {
+			// Refuse before the sidecar is written, so a loser never
+			// touches the winner's metadata; the key lock keeps other
+			// S3 writers out until the rename below.
+			if err := existsErr(target); err != nil {
+				unlock()
+				return fail(err)
+			}
+		}
 		if err := b.writeRecord(target, f, &st, rec, true); err != nil {
 			unlock()
 			return fail(err)
 		}
 	}
-	err := os.Rename(tmp, target)
+	var err error
+	if noReplace {
+		err = renameNoReplace(tmp, target)
+	} else {
+		err = os.Rename(tmp, target)
+	}
 	if unlock != nil {
 		unlock()
+	}
+	if noReplace && errors.Is(err, syscall.EEXIST) {
+		e := existsErr(target) // a directory is a key conflict
+		if e == nil {          // it existed at the rename, then went away
+			e = fmt.Errorf("%w: %s exists", store.ErrPreconditionFailed, target)
+		}
+		return fail(e)
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
@@ -198,6 +226,11 @@ func (b *Backend) publish(f *os.File, target string, changed []string, rec *reco
 
 // Put stores an object atomically and durably (see package doc).
 func (b *Backend) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, meta store.ObjectMeta) (store.ObjectInfo, error) {
+	return b.put(ctx, bucket, key, r, size, meta, false)
+}
+
+// put is Put and, with noReplace, PutIfAbsent.
+func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size int64, meta store.ObjectMeta, noReplace bool) (store.ObjectInfo, error) {
 	p, err := b.check(bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
@@ -217,7 +250,7 @@ func (b *Backend) Put(ctx context.Context, bucket, key string, r io.Reader, size
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
 	rec.setMeta(meta)
-	st, err := b.publish(f, p, changed, rec)
+	st, err := b.publishMode(f, p, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}

@@ -52,6 +52,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Multipart", testMultipart},
 		{"MultipartErrors", testMultipartErrors},
 		{"Filer", testFiler},
+		{"ExclusivePut", testExclusivePut},
+		{"ExclusiveComplete", testExclusiveComplete},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.fn(t, newStore) })
