@@ -18,6 +18,7 @@ import (
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
 	"github.com/tristore/tristore/fusefs/blockfile"
 	"github.com/tristore/tristore/internal/testutil"
+	"github.com/tristore/tristore/internal/testutil/tgt"
 )
 
 // fileDev is a Device over a local file: the reference the iSCSI-backed
@@ -215,7 +216,7 @@ func TestExt4OverISCSIOurs(t *testing.T) {
 // TestExt4OverISCSITgt is the same stack on tgt as the target.
 func TestExt4OverISCSITgt(t *testing.T) {
 	testutil.NeedRoot(t, "losetup and mount need root")
-	tg := startTgt(t, tgtOpts{size: 64 << 20})
+	tg := tgt.Start(t, tgt.Opts{Size: 64 << 20})
 	ext4RoundTrip(t, func(t *testing.T) blockdev.Device {
 		return openDev(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, LUN: 1, QueueDepth: 16})
 	})

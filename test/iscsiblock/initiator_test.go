@@ -14,6 +14,7 @@ import (
 
 	"github.com/tristore/tristore/blockdev"
 	"github.com/tristore/tristore/client/iscsi"
+	"github.com/tristore/tristore/internal/testutil/tgt"
 	proto "github.com/tristore/tristore/proto/iscsi"
 )
 
@@ -104,7 +105,7 @@ func openURL(t *testing.T, cfg iscsi.Config) *iscsi.Session {
 }
 
 func TestInitiatorAgainstTgt(t *testing.T) {
-	tg := startTgt(t, tgtOpts{size: 32 << 20, digests: true})
+	tg := tgt.Start(t, tgt.Opts{Size: 32 << 20, Digests: true})
 	ctx := testCtx(t)
 
 	targets, err := iscsi.Discover(ctx, iscsi.Config{Portal: tg.Portal})
@@ -177,7 +178,7 @@ func TestInitiatorAgainstTgt(t *testing.T) {
 }
 
 func TestInitiatorCHAPAgainstTgt(t *testing.T) {
-	tg := startTgt(t, tgtOpts{size: 8 << 20, digests: true, user: "alice", secret: "alicesecret12", outUser: "tgt", outSecret: "targetsecret1"})
+	tg := tgt.Start(t, tgt.Opts{Size: 8 << 20, Digests: true, User: "alice", Secret: "alicesecret12", OutUser: "tgt", OutSecret: "targetsecret1"})
 	ctx := testCtx(t)
 	base := iscsi.Config{Portal: tg.Portal, Target: tg.IQN, LUN: 1}
 
@@ -213,7 +214,7 @@ func TestInitiatorCHAPAgainstTgt(t *testing.T) {
 // TestInitiatorReconnectTgt kills the TCP connection under a session with
 // commands in flight; every command must still complete correctly.
 func TestInitiatorReconnectTgt(t *testing.T) {
-	tg := startTgt(t, tgtOpts{size: 16 << 20})
+	tg := tgt.Start(t, tgt.Opts{Size: 16 << 20})
 	s := openURL(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, LUN: 1, QueueDepth: 8})
 	reconnectCheck(t, s)
 }

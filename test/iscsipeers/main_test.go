@@ -7,8 +7,6 @@ package iscsipeers
 import (
 	"context"
 	"encoding/xml"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"github.com/tristore/tristore/blockdev/filelun"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
 	"github.com/tristore/tristore/internal/testutil/iscsitarget"
+	"github.com/tristore/tristore/internal/testutil/tgt"
 )
 
 // target is our target serving one volume on 127.0.0.1.
@@ -36,83 +35,12 @@ func startOurs(t *testing.T, size int64, cfg iscsitgt.Config) *target {
 	return &target{addr: tg.Portal, iqn: tg.IQN, url: tg.URL, st: tg.Store}
 }
 
-// freePort returns a currently unused TCP port on 127.0.0.1.
-func freePort(t *testing.T) int {
+// startTgt runs tgtd on 127.0.0.1 with one LUN (1) over a new file of size
+// bytes with the rdwr backing store. It returns the LUN's URL.
+func startTgt(t *testing.T, size int64) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startTgt runs tgtd on 127.0.0.1 with its own control port (so it does
-// not collide with other tgtd instances) and one LUN (1) over a file of
-// size bytes with the rdwr backing store. It returns the LUN's URL.
-func startTgt(t *testing.T, backing string, size int64) string {
-	t.Helper()
-	port := freePort(t)
-	ctl := fmt.Sprint(100 + port%900)
-	if size > 0 {
-		if err := os.WriteFile(backing, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(backing, size); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("tgtd", "-f", "-C", ctl, "--iscsi", fmt.Sprintf("portal=127.0.0.1:%d", port))
-	log, _ := os.Create(filepath.Join(t.TempDir(), "tgtd.log"))
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("tgtd: %v", err)
-	}
-	waited := make(chan struct{})
-	go func() { cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		// tgtd refuses to stop while it has targets: remove them first.
-		tgtadm(ctl, "--lld", "iscsi", "--op", "delete", "--mode", "target", "--tid", "1", "--force")
-		tgtadm(ctl, "--op", "delete", "--mode", "system")
-		select {
-		case <-waited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-waited
-		}
-		log.Close()
-	})
-	iqn := "iqn.2026-11.io.tristore.test:tgt"
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := tgtadm(ctl, "--lld", "iscsi", "--op", "new", "--mode", "target", "--tid", "1", "-T", iqn)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tgtadm new target: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, args := range [][]string{
-		{"--lld", "iscsi", "--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1", "-b", backing, "--bstype", "rdwr"},
-		{"--lld", "iscsi", "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"},
-	} {
-		if err := tgtadm(ctl, args...); err != nil {
-			t.Fatalf("tgtadm %v: %v", args, err)
-		}
-	}
-	return fmt.Sprintf("iscsi://127.0.0.1:%d/%s/1", port, iqn)
-}
-
-func tgtadm(ctl string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "tgtadm", append([]string{"-C", ctl}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%v: %s", err, out)
-	}
-	return nil
+	tg := tgt.Start(t, tgt.Opts{Size: size, IQN: "iqn.2026-11.io.tristore.test:tgt"})
+	return "iscsi://" + tg.Portal + "/" + tg.IQN + "/1"
 }
 
 func run(t *testing.T, timeout time.Duration, dir, name string, args ...string) string {

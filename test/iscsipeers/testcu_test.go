@@ -2,7 +2,6 @@ package iscsipeers
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,7 +33,7 @@ func TestTestCU(t *testing.T) {
 	testutil.NeedCmd(t, "tgtd")
 	testutil.NeedRoot(t, "tgtd needs root")
 	ours := startOurs(t, 64<<20, iscsitgt.Config{})
-	tgtURL := startTgt(t, filepath.Join(t.TempDir(), "tgt.img"), 64<<20)
+	tgtURL := startTgt(t, 64<<20)
 	report := os.Getenv("TRISTORE_TESTCU_REPORT") // optional file for docs/bench
 	var lines []string
 	for _, fam := range []string{"SCSI", "iSCSI"} {

@@ -1,4 +1,7 @@
-package iscsiblock
+// Package tgt runs tgtd, the peer userspace iSCSI target, for tests that
+// compare tristore's target or initiator with it: one target with one LUN
+// (1) over a file, on a free port of 127.0.0.1, stopped by t's cleanup.
+package tgt
 
 import (
 	"context"
@@ -17,23 +20,24 @@ import (
 	proto "github.com/tristore/tristore/proto/iscsi"
 )
 
-// tgtTarget is a running tgtd (the peer userspace target) with one target
-// and one LUN backed by a file, listening on 127.0.0.1 only.
-type tgtTarget struct {
+// Target is a running tgtd with one target and one LUN (1) backed by a
+// file, listening on 127.0.0.1 only.
+type Target struct {
 	Portal  string // host:port
 	IQN     string
 	Backing string
 	ctl     string // tgtd control port (-C), names its unix socket
 }
 
-type tgtOpts struct {
-	size               int64
-	user, secret       string // one-way CHAP (target authenticates initiator)
-	outUser, outSecret string // mutual CHAP (initiator authenticates target)
-	backing            string // existing file to serve; else a new one
-	tid                int
-	digests            bool // allow CRC32C header and data digests
-	iqn                string
+// Opts configures Start; the zero value is a 64 MiB LUN without CHAP.
+type Opts struct {
+	Size               int64  // of a new backing file (default 64 MiB)
+	User, Secret       string // one-way CHAP (target authenticates initiator)
+	OutUser, OutSecret string // mutual CHAP (initiator authenticates target)
+	Backing            string // existing file to serve; else a new one
+	TID                int    // target id (default 1)
+	Digests            bool   // allow CRC32C header and data digests
+	IQN                string // default iqn.2026-11.org.tristore.test:tgt
 }
 
 func freePort(t testing.TB) int {
@@ -55,25 +59,26 @@ func tgtadm(ctx context.Context, ctl string, args ...string) error {
 	return nil
 }
 
-// startTgt runs tgtd in the foreground on a free port and configures it.
+// Start runs tgtd in the foreground on a free port and configures it.
 // t.Cleanup deletes the target, stops the daemon and kills it by PID if
-// it did not exit.
-func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
+// it did not exit. It skips t when not root and needs tgtd and tgtadm
+// (testutil.NeedCmd).
+func Start(t testing.TB, o Opts) *Target {
 	t.Helper()
 	testutil.NeedRoot(t, "tgtd needs root")
 	testutil.NeedCmd(t, "tgtd")
 	testutil.NeedCmd(t, "tgtadm")
-	if o.size == 0 {
-		o.size = 64 << 20
+	if o.Size == 0 {
+		o.Size = 64 << 20
 	}
-	if o.tid == 0 {
-		o.tid = 1
+	if o.TID == 0 {
+		o.TID = 1
 	}
-	if o.iqn == "" {
-		o.iqn = "iqn.2026-11.org.tristore.test:tgt"
+	if o.IQN == "" {
+		o.IQN = "iqn.2026-11.org.tristore.test:tgt"
 	}
 	port := freePort(t)
-	tt := &tgtTarget{Portal: fmt.Sprintf("127.0.0.1:%d", port), IQN: o.iqn}
+	tt := &Target{Portal: fmt.Sprintf("127.0.0.1:%d", port), IQN: o.IQN}
 	// -C names tgtd's control socket (max 32767); pick one nobody uses.
 	for i := 0; i < 100; i++ {
 		n := 1000 + (port+i*7919)%31000
@@ -85,14 +90,14 @@ func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
 	if tt.ctl == "" {
 		t.Fatal("no free tgtd control socket number")
 	}
-	tt.Backing = o.backing
+	tt.Backing = o.Backing
 	if tt.Backing == "" {
 		tt.Backing = filepath.Join(t.TempDir(), "tgt.img")
 		f, err := os.Create(tt.Backing)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Truncate(o.size); err != nil {
+		if err := f.Truncate(o.Size); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()
@@ -112,7 +117,7 @@ func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_ = tgtadm(ctx, tt.ctl, "--op", "delete", "--mode", "target", "--tid", strconv.Itoa(o.tid), "--force")
+		_ = tgtadm(ctx, tt.ctl, "--op", "delete", "--mode", "target", "--tid", strconv.Itoa(o.TID), "--force")
 		_ = exec.CommandContext(ctx, "tgtadm", "-C", tt.ctl, "--op", "delete", "--mode", "system").Run()
 		select {
 		case <-done:
@@ -127,7 +132,7 @@ func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
 	defer cancel()
 	// wait for the control socket: bounded by ctx
 	for {
-		err = tgtadm(ctx, tt.ctl, "--op", "new", "--mode", "target", "--tid", strconv.Itoa(o.tid), "-T", o.iqn)
+		err = tgtadm(ctx, tt.ctl, "--op", "new", "--mode", "target", "--tid", strconv.Itoa(o.TID), "-T", o.IQN)
 		if err == nil {
 			break
 		}
@@ -141,22 +146,22 @@ func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
 		}
 	}
 	steps := [][]string{
-		{"--op", "new", "--mode", "logicalunit", "--tid", strconv.Itoa(o.tid), "--lun", "1", "-b", tt.Backing, "--bstype", "rdwr"},
-		{"--op", "bind", "--mode", "target", "--tid", strconv.Itoa(o.tid), "-I", "ALL"},
+		{"--op", "new", "--mode", "logicalunit", "--tid", strconv.Itoa(o.TID), "--lun", "1", "-b", tt.Backing, "--bstype", "rdwr"},
+		{"--op", "bind", "--mode", "target", "--tid", strconv.Itoa(o.TID), "-I", "ALL"},
 	}
-	if o.user != "" {
+	if o.User != "" {
 		steps = append(steps,
-			[]string{"--op", "new", "--mode", "account", "--user", o.user, "--password", o.secret},
-			[]string{"--op", "bind", "--mode", "account", "--tid", strconv.Itoa(o.tid), "--user", o.user})
+			[]string{"--op", "new", "--mode", "account", "--user", o.User, "--password", o.Secret},
+			[]string{"--op", "bind", "--mode", "account", "--tid", strconv.Itoa(o.TID), "--user", o.User})
 	}
-	if o.outUser != "" {
+	if o.OutUser != "" {
 		steps = append(steps,
-			[]string{"--op", "new", "--mode", "account", "--user", o.outUser, "--password", o.outSecret},
-			[]string{"--op", "bind", "--mode", "account", "--tid", strconv.Itoa(o.tid), "--user", o.outUser, "--outgoing"})
+			[]string{"--op", "new", "--mode", "account", "--user", o.OutUser, "--password", o.OutSecret},
+			[]string{"--op", "bind", "--mode", "account", "--tid", strconv.Itoa(o.TID), "--user", o.OutUser, "--outgoing"})
 	}
-	if o.digests {
+	if o.Digests {
 		for _, k := range []string{"HeaderDigest", "DataDigest"} {
-			steps = append(steps, []string{"--op", "update", "--mode", "target", "--tid", strconv.Itoa(o.tid), "-n", k, "-v", "CRC32C,None"})
+			steps = append(steps, []string{"--op", "update", "--mode", "target", "--tid", strconv.Itoa(o.TID), "-n", k, "-v", "CRC32C,None"})
 		}
 	}
 	for _, s := range steps {
@@ -167,12 +172,12 @@ func startTgt(t testing.TB, o tgtOpts) *tgtTarget {
 	// If the port was taken meanwhile, tgtd falls back to its default
 	// portal (every address, port 3260): make sure it serves ours.
 	dcfg := iscsi.Config{Portal: tt.Portal}
-	if o.user != "" {
-		dcfg.CHAP = proto.CHAPCredentials{User: o.user, Secret: o.secret}
+	if o.User != "" {
+		dcfg.CHAP = proto.CHAPCredentials{User: o.User, Secret: o.Secret}
 	}
 	ts, err := iscsi.Discover(ctx, dcfg)
-	if err != nil || len(ts) != 1 || ts[0].Name != o.iqn {
-		t.Fatalf("tgtd is not serving %s on %s (port taken?): %v %v", o.iqn, tt.Portal, ts, err)
+	if err != nil || len(ts) != 1 || ts[0].Name != o.IQN {
+		t.Fatalf("tgtd is not serving %s on %s (port taken?): %v %v", o.IQN, tt.Portal, ts, err)
 	}
 	return tt
 }
