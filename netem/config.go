@@ -55,7 +55,9 @@ type Dir struct {
 type Config struct {
 	// Name is the unique prefix of the namespaces (Name+"-c", Name+"-s");
 	// empty means "ts-<pid>-<random>". It must start with "ts-" so that
-	// Cleanup can find leftovers.
+	// Cleanup can find leftovers. A number after "ts-" is read as the pid
+	// of the owning process: once that process is gone, the next Start
+	// removes the namespaces.
 	Name       string
 	ClientAddr netip.Addr // default 192.0.2.1
 	ServerAddr netip.Addr // default 192.0.2.2

@@ -64,6 +64,14 @@ func Start(ctx context.Context, cfg Config) (l *Link, err error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	// A SIGKILLed netem process could not close its link; clear what such
+	// processes left before adding more. A failure here does not stop this
+	// link: the leftovers only cost memory and `netem cleanup` remains.
+	if removed, err := removeDeadOwners(); err != nil {
+		slog.Warn("netem: removing leftovers of dead netem processes", "removed", removed, "err", err)
+	} else if len(removed) > 0 {
+		slog.Info("netem: removed leftovers of dead netem processes", "removed", removed)
+	}
 	if cfg.Name == "" {
 		var b [3]byte
 		_, _ = rand.Read(b[:])

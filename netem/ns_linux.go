@@ -188,6 +188,12 @@ func deleteNamed(name string) error {
 // "ts-<pid>-<rand>-c") is gone, so that a cleanup does not break a link in
 // use.
 func Leftovers(onlyDead bool) ([]string, error) {
+	return leftoverNamespaces(func(n string) bool { return !onlyDead || !ownerAlive(n) })
+}
+
+// leftoverNamespaces lists the ts-* namespaces in NetnsDir that remove
+// says to remove.
+func leftoverNamespaces(remove func(name string) bool) ([]string, error) {
 	ents, err := os.ReadDir(NetnsDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -197,40 +203,90 @@ func Leftovers(onlyDead bool) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		n := e.Name()
-		if !strings.HasPrefix(n, "ts-") {
-			continue
+		if n := e.Name(); strings.HasPrefix(n, "ts-") && remove(n) {
+			out = append(out, n)
 		}
-		if onlyDead {
-			if pid := namePID(n); pid > 0 && unix.Kill(pid, 0) == nil {
-				continue
-			}
-		}
-		out = append(out, n)
 	}
 	return out, nil
 }
 
+// namePID is the pid in "ts-<pid>-...", or 0 if the name carries none.
 func namePID(n string) int {
 	f := strings.Split(n, "-")
 	if len(f) < 3 {
 		return 0
 	}
 	pid, err := strconv.Atoi(f[1])
-	if err != nil {
+	if err != nil || pid <= 0 {
 		return 0
 	}
 	return pid
 }
 
+// ownerAlive reports whether the pid in name is a running process; a
+// name without a pid has no owner that could be alive.
+func ownerAlive(name string) bool {
+	pid := namePID(name)
+	return pid > 0 && pidRunning(pid)
+}
+
+// ownerDead reports whether name carries a pid and that process is gone.
+// This is the rule Start applies on its own: a name without a pid (a
+// user's --name) may belong to anyone, so only `netem cleanup` removes it.
+func ownerDead(name string) bool {
+	pid := namePID(name)
+	return pid > 0 && !pidRunning(pid)
+}
+
+// pidRunning reports whether pid is a process that has not exited. A
+// zombie (killed but not yet reaped by its parent) has closed its files,
+// so it holds no TUN device or link any more and counts as gone; EPERM
+// means the process exists.
+func pidRunning(pid int) bool {
+	if err := unix.Kill(pid, 0); err != nil && !errors.Is(err, unix.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the command name, which is in parentheses and
+	// may itself contain ") ".
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
+}
+
 // Cleanup removes leftover ts-* namespaces (with their devices) and any
 // ts* TUN/other device left in the root namespace. With onlyDead it keeps
-// those whose creating process still runs. It returns the names removed.
+// those whose creating process still runs (and root-namespace devices
+// whose name carries no pid). It returns the names removed.
 func Cleanup(onlyDead bool) ([]string, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
-	names, err := Leftovers(onlyDead)
+	if !onlyDead {
+		all := func(string) bool { return true }
+		return removeLeftovers(all, all)
+	}
+	return removeLeftovers(func(n string) bool { return !ownerAlive(n) }, ownerDead)
+}
+
+// removeDeadOwners removes the namespaces and devices of netem processes
+// that were killed without closing their link (SIGKILL, OOM kill): those
+// whose name carries a pid that no longer runs. Start calls it first, so
+// that leftovers do not pile up until someone runs `netem cleanup`; links
+// of live processes are never touched.
+func removeDeadOwners() ([]string, error) {
+	return removeLeftovers(ownerDead, ownerDead)
+}
+
+// removeLeftovers removes the ts-* namespaces for which removeNS says so,
+// and the ts* devices in the root namespace for which removeDev says so.
+// It returns the names removed.
+func removeLeftovers(removeNS, removeDev func(name string) bool) ([]string, error) {
+	names, err := leftoverNamespaces(removeNS)
 	if err != nil {
 		return nil, err
 	}
@@ -250,8 +306,8 @@ func Cleanup(onlyDead bool) ([]string, error) {
 			if !strings.HasPrefix(n, "ts-") && !(strings.HasPrefix(n, "ts") && l.Type() == "tuntap") {
 				continue
 			}
-			if onlyDead {
-				continue // devices in the root namespace carry no pid
+			if !removeDev(n) {
+				continue
 			}
 			if err := netlink.LinkDel(l); err != nil {
 				errs = append(errs, fmt.Errorf("deleting device %s: %w", n, err))

@@ -68,7 +68,7 @@ func addLinkFlags(fs *pflag.FlagSet) {
 	fs.String("client-addr", "192.0.2.1", "client address (TEST-NET)")
 	fs.String("server-addr", "192.0.2.2", "server address (TEST-NET)")
 	fs.Int("prefix-len", 24, "prefix length of the link subnet")
-	fs.String("name", "", "namespace name prefix (must start with ts-; default ts-<pid>-<random>)")
+	fs.String("name", "", "namespace name prefix (must start with ts-; default ts-<pid>-<random>; a link named ts-<pid>-... is removed by the next link start once <pid> is dead)")
 	fs.String("reorder", "", "let jitter reorder packets: true or false (default: the preset's; only realistic reorders)")
 	fs.Lookup("reorder").NoOptDefVal = "true"
 	fs.Uint64("seed", 0, "random seed for loss and jitter (0 = from the clock)")

@@ -6,41 +6,126 @@
 package netemlink
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-var binPath string
-
 func TestMain(m *testing.M) {
-	code := func() int {
-		dir, err := os.MkdirTemp("", "netemlink-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		binPath = filepath.Join(dir, "tristore")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/tristore")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building tristore: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}()
+	code := m.Run()
+	testutil.RemoveTristoreBin()
 	os.Exit(code)
+}
+
+// bin returns the tristore binary, built once per test run.
+func bin(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return testutil.TristoreBin(ctx, t)
+}
+
+// proc is a tristore child process whose stdout and stderr are collected.
+type proc struct {
+	cmd    *exec.Cmd
+	lines  chan string   // output lines as they come (dropped when nobody reads); closed at EOF
+	exited chan struct{} // closed once the process is reaped and its output read
+	mu     sync.Mutex
+	out    strings.Builder
+}
+
+// startTristore starts the tristore binary with args; the process is
+// killed and reaped when the test ends if it still runs.
+func startTristore(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin(t), args...), lines: make(chan string, 100), exited: make(chan struct{})}
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	// Children that outlive a killed tristore keep the pipe open; do not
+	// wait for them to reap it.
+	p.cmd.WaitDelay = 10 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		defer close(p.lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+		io.Copy(io.Discard, pr) // after a scan error: never block the child
+	}()
+	go func() {
+		p.cmd.Wait()
+		pw.Close()
+		<-scanned
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// output is what the process printed so far (all of it once exited is closed).
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// waitLine reads output lines until done returns true for one; it fails
+// the test if the process exits first or timeout passes.
+func (p *proc) waitLine(t *testing.T, timeout time.Duration, done func(line string) bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.exited
+				t.Fatalf("tristore %v exited:\n%s", p.cmd.Args[1:], p.output())
+			}
+			if done(l) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("tristore %v not ready within %v:\n%s", p.cmd.Args[1:], timeout, p.output())
+		}
+	}
+}
+
+// signal sends sig and waits up to 30 s for the process to exit.
+func (p *proc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tristore %v ignored %v:\n%s", p.cmd.Args[1:], sig, p.output())
+	}
 }
 
 func needLink(t *testing.T) {
@@ -105,7 +190,7 @@ func waitGone(t *testing.T, name, marker string) {
 
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(bin(t), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -155,20 +240,7 @@ func TestRunSIGTERMLeavesNothing(t *testing.T) {
 	needLink(t)
 	name := linkName(t)
 	marker := "3600.3" + fmt.Sprint(os.Getpid())
-	cmd := exec.Command(binPath, "netem", "run", "--name", name, "--server-cmd", "sleep "+marker, "--", "sleep", "3600.4")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
+	p := startTristore(t, "netem", "run", "--name", name, "--server-cmd", "sleep "+marker, "--", "sleep", "3600.4")
 	// Wait for the link to exist, then signal.
 	up := false
 	for i := 0; i < 200 && !up; i++ {
@@ -179,18 +251,11 @@ func TestRunSIGTERMLeavesNothing(t *testing.T) {
 		}
 	}
 	if !up {
-		t.Fatalf("link/child never came up:\n%s", out.String())
+		t.Fatalf("link/child never came up:\n%s", p.output())
 	}
-	if err := cmd.Process.Signal(syscallSIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("netem run ignored SIGTERM:\n%s", out.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code == 0 {
-		t.Errorf("exit 0 after a signal:\n%s", out.String())
+	p.signal(t, syscallSIGTERM)
+	if code := p.cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("exit 0 after a signal:\n%s", p.output())
 	}
 	waitGone(t, name, marker)
 	waitGone(t, name, "3600.4")

@@ -1,10 +1,8 @@
 package netemlink
 
 import (
-	"bufio"
 	"io"
 	"net"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,40 +27,15 @@ func TestProxyCommand(t *testing.T) {
 			go func() { defer c.Close(); io.Copy(c, c) }()
 		}
 	}()
-	cmd := exec.Command(binPath, "netem", "proxy", "--listen", "127.0.0.1:0", "--target", ln.Addr().String(), "--delay", "10ms", "--loss", "0.1%")
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait(); pw.Close() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
-	var out strings.Builder
-	addrc := make(chan string, 1)
+	p := startTristore(t, "netem", "proxy", "--listen", "127.0.0.1:0", "--target", ln.Addr().String(), "--delay", "10ms", "--loss", "0.1%")
 	re := regexp.MustCompile(`listening on (\S+) ->`)
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addrc <- m[1]
-			}
-		}
-	}()
 	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(30 * time.Second):
-		t.Fatal("proxy did not start")
-	}
+	p.waitLine(t, 30*time.Second, func(l string) bool {
+		if m := re.FindStringSubmatch(l); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -80,16 +53,10 @@ func TestProxyCommand(t *testing.T) {
 		t.Errorf("round trip %v through a 10 ms (each way) proxy", rtt)
 	}
 	c.Close()
-	cmd.Process.Signal(syscallSIGTERM)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("proxy ignored SIGTERM")
-	}
-	<-scanned
+	p.signal(t, syscallSIGTERM)
 	for _, want := range []string{"NO real packet loss", "IGNORED", "delivered"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(p.output(), want) {
+			t.Errorf("output lacks %q:\n%s", want, p.output())
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package netemlink
 
 import (
-	"bufio"
-	"io"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -20,54 +18,16 @@ func TestServeAcrossLink(t *testing.T) {
 	curl := testutil.NeedCmd(t, "curl")
 	name := linkName(t)
 	data := t.TempDir()
-	cmd := exec.Command(binPath, "netem", "serve", "--name", name, "--delay", "5ms", "--",
+	p := startTristore(t, "netem", "serve", "--name", name, "--delay", "5ms", "--",
 		"--data", data, "--nfs-addr", "off", "--iscsi-addr", "off")
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait(); pw.Close() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
-	lines := make(chan string, 100)
-	var out strings.Builder // read only after scanned is closed
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		close(lines)
-	}()
 	admin := regexp.MustCompile(`^\s+admin\s+(\S+)`)
 	var addr string
-	deadline := time.After(60 * time.Second)
-	for ready := false; !ready; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				<-scanned
-				t.Fatalf("netem serve exited:\n%s", out.String())
-			}
-			if m := admin.FindStringSubmatch(l); m != nil {
-				addr = m[1]
-			}
-			ready = strings.HasPrefix(l, "run clients with")
-		case <-deadline:
-			t.Fatal("netem serve not ready within 60s")
+	p.waitLine(t, 60*time.Second, func(l string) bool {
+		if m := admin.FindStringSubmatch(l); m != nil {
+			addr = m[1]
 		}
-	}
+		return strings.HasPrefix(l, "run clients with")
+	})
 	if !strings.HasPrefix(addr, "192.0.2.2:") {
 		t.Fatalf("admin address %q not on the server side", addr)
 	}
@@ -75,17 +35,9 @@ func TestServeAcrossLink(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res)) != "ok" {
 		t.Fatalf("healthz across the link: %v %q", err, res)
 	}
-	if err := cmd.Process.Signal(syscallSIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("netem serve ignored SIGTERM")
-	}
-	<-scanned
+	p.signal(t, syscallSIGTERM)
 	waitGone(t, name, data)
-	if !strings.Contains(out.String(), "9001") {
-		t.Errorf("no per-port counters printed:\n%s", out.String())
+	if !strings.Contains(p.output(), "9001") {
+		t.Errorf("no per-port counters printed:\n%s", p.output())
 	}
 }
