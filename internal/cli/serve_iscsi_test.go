@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,42 +20,8 @@ func TestServeISCSI(t *testing.T) {
 	if out, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/served", "8M"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		root := NewRoot()
-		root.SetArgs([]string{"serve", "--data", data, "--s3-addr", "off", "--nfs-addr", "off", "--admin-addr", "off",
-			"--iscsi-addr", "127.0.0.1:0", "--ready-file", ready})
-		done <- root.ExecuteContext(ctx)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("serve did not stop")
-		}
-	}()
-	var addrs map[string]string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &addrs) == nil && addrs["iscsi"] != "" {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not write its ready file")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	addrs := startServe(t, "iscsi", 30*time.Second, "--data", data, "--s3-addr", "off", "--nfs-addr", "off", "--admin-addr", "off",
+		"--iscsi-addr", "127.0.0.1:0")
 	iqn := VolumeIQN("vols", "served")
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()

@@ -92,8 +92,7 @@ func TestUserCommands(t *testing.T) {
 // effect on the next request, without a restart.
 func TestUserAddWhileServing(t *testing.T) {
 	data := t.TempDir()
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	args := []string{"serve", "--data", data, "--admin-addr", "off", "--ready-file", ready}
+	args := []string{"--data", data, "--admin-addr", "off"}
 	for _, s := range frontendSpecs {
 		addr := "off"
 		if s.Name == "s3" {
@@ -101,36 +100,8 @@ func TestUserAddWhileServing(t *testing.T) {
 		}
 		args = append(args, "--"+s.Name+"-addr", addr)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	root := NewRoot()
-	root.SetArgs(args)
-	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&bytes.Buffer{})
-	go func() { done <- root.ExecuteContext(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("serve did not stop")
-		}
-	}()
-	var addrs map[string]string
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &addrs) == nil {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve not ready after 60s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	addrs := startServe(t, "s3", 60*time.Second, args...)
+	ctx := context.Background()
 	// The root credentials were generated and saved.
 	if b, err := os.ReadFile(iam.RootCredentialsPath(data)); err != nil || !strings.Contains(string(b), "secret_key") {
 		t.Fatalf("root-credentials: %v", err)
