@@ -140,6 +140,20 @@ func fakeCfg(f *fakeTarget) Config {
 	return Config{Portal: f.ln.Addr().String(), Target: "iqn.2026-11.org.example:fake", ReconnectTimeout: 2 * time.Second, PingInterval: -1}
 }
 
+// openFake opens a session to f under a one-minute context; both end
+// with the test.
+func openFake(t *testing.T, f *fakeTarget) (context.Context, *Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	s, err := Open(ctx, fakeCfg(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return ctx, s
+}
+
 func readGood(p *proto.PDU, fill byte) []*proto.PDU {
 	n := int(p.ExpectedDataLength)
 	data := []byte(strings.Repeat(string([]byte{fill}), n))
@@ -152,13 +166,7 @@ func TestFakeBadDataInOffset(t *testing.T) {
 		return []*proto.PDU{{Opcode: proto.OpDataIn, Final: true, StatusPresent: true, ITT: p.ITT, TTT: proto.ReservedTag,
 			BufferOffset: 1 << 20, Data: make([]byte, 512)}}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, fakeCfg(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openFake(t, f)
 	start := time.Now()
 	if _, err := s.ReadAt(ctx, make([]byte, 512), 0); err == nil {
 		t.Fatal("a Data-In beyond the buffer was accepted")
@@ -179,13 +187,7 @@ func TestFakeRejectAndNOPIn(t *testing.T) {
 		}
 		return readGood(p, 0x5a)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, fakeCfg(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openFake(t, f)
 	select {
 	case ttt := <-f.nopOut:
 		if ttt != 0x1234 {
@@ -214,13 +216,7 @@ func TestFakeAsyncLogout(t *testing.T) {
 		}
 		return readGood(p, 0x77)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, fakeCfg(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openFake(t, f)
 	buf := make([]byte, 4096)
 	if _, err := s.ReadAt(ctx, buf, 0); err != nil || buf[0] != 0x77 {
 		t.Fatalf("read across a target-requested logout: %v", err)
