@@ -21,13 +21,16 @@ var objectACLActions = map[string]bool{
 }
 
 // authorize decides whether rc's identity may do action on bucket/key.
-// Admins (and anonymous callers when AllowAnonymous is set) may do
-// anything; the bucket owner may do anything unless a bucket policy
-// exists (a policy can Deny even the owner); everything else goes to the
-// Authorizer with the owner, ACLs and policy loaded from the store.
+// Anonymous callers when AllowAnonymous is set may do anything. Admins
+// and the bucket owner may do anything unless the bucket has a policy: a
+// policy can Deny even them, so then the request goes to the Authorizer,
+// which lets admins and owners through except for an explicit Deny (and
+// always lets them manage the policy itself, so a Deny-all cannot lock
+// them out). Everyone else goes to the Authorizer with the owner, ACLs
+// and policy loaded from the store.
 func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key string) error {
 	id := rc.ident
-	if id.Admin || (id.Anonymous && s.opts.AllowAnonymous) {
+	if id.Anonymous && s.opts.AllowAnonymous {
 		return nil
 	}
 	switch action {
@@ -41,7 +44,7 @@ func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key 
 	if err != nil {
 		return err
 	}
-	req := AccessRequest{Principal: id.User, Action: action, Bucket: bucket, Key: key, BucketOwner: bi.Owner}
+	req := AccessRequest{Principal: id.User, Admin: id.Admin && !id.Anonymous, Action: action, Bucket: bucket, Key: key, BucketOwner: bi.Owner}
 	if bc, ok := s.st.(store.BucketConfigurer); ok {
 		if req.BucketACL, err = bc.GetBucketConfig(ctx, bucket, cfgACL); err != nil {
 			return err
@@ -50,8 +53,9 @@ func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key 
 			return err
 		}
 	}
-	if !id.Anonymous && id.User != "" && id.User == bi.Owner && req.Policy == "" {
-		return nil
+	owner := !id.Anonymous && id.User != "" && id.User == bi.Owner
+	if (req.Admin || owner) && req.Policy == "" {
+		return nil // no policy, nothing can deny them
 	}
 	if key != "" && objectACLActions[action] {
 		if oi, err := s.st.Stat(ctx, bucket, key); err == nil {

@@ -138,6 +138,8 @@ func toAPIError(err error) *APIError {
 		return ErrIncompleteBody
 	case errors.Is(err, store.ErrBadDigest):
 		return ErrBadDigest
+	case errors.Is(err, store.ErrPreconditionFailed):
+		return ErrPreconditionFailed
 	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ErrInsufficientStorage
 	case errors.Is(err, store.ErrReadOnly), errors.Is(err, syscall.EROFS):

@@ -166,12 +166,22 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
+	// If-None-Match: * completes only onto an absent key: atomically
+	// through the store's no-replace publish when it has one, else by a
+	// check first (which two racing completes can both pass).
+	var oi store.ObjectInfo
 	if r.Header.Get("If-None-Match") == "*" {
 		if _, err := s.st.Stat(r.Context(), rc.bucket, rc.key); err == nil {
 			return ErrPreconditionFailed
 		}
+		if ec, ok := s.st.(store.ExclusiveCompleter); ok {
+			oi, err = ec.CompleteMultipartIfAbsent(r.Context(), rc.bucket, rc.key, id, parts)
+		} else {
+			oi, err = mp.CompleteMultipart(r.Context(), rc.bucket, rc.key, id, parts)
+		}
+	} else {
+		oi, err = mp.CompleteMultipart(r.Context(), rc.bucket, rc.key, id, parts)
 	}
-	oi, err := mp.CompleteMultipart(r.Context(), rc.bucket, rc.key, id, parts)
 	if err != nil {
 		return err
 	}

@@ -97,9 +97,12 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		return err
 	}
 	// Conditional PUT: If-None-Match: * refuses to overwrite, If-Match
-	// requires the current ETag. Checked before the body is read; two
-	// racing conditional PUTs of a new key may both succeed (the store
-	// has no compare-and-swap), which is documented in docs/s3.md.
+	// requires the current ETag. Both are checked here, before the body is
+	// read, so a doomed upload fails fast. That check alone cannot settle
+	// a race, so If-None-Match: * then publishes through the store's
+	// PutIfAbsent (an atomic no-replace publish) when the store has one:
+	// of racing writers exactly one wins, the others get 412. If-Match
+	// stays check-then-put (the store has no compare-and-swap on ETags).
 	inm, im := r.Header.Get("If-None-Match"), r.Header.Get("If-Match")
 	if inm != "" || im != "" {
 		if inm != "" && inm != "*" {
@@ -127,7 +130,12 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		return err
 	}
 	meta.Checksums = sums
-	oi, err := s.st.Put(ctx, rc.bucket, rc.key, vr, size, meta)
+	var oi store.ObjectInfo
+	if ep, ok := s.st.(store.ExclusivePutter); ok && inm == "*" {
+		oi, err = ep.PutIfAbsent(ctx, rc.bucket, rc.key, vr, size, meta)
+	} else {
+		oi, err = s.st.Put(ctx, rc.bucket, rc.key, vr, size, meta)
+	}
 	if err != nil {
 		return vr.bodyError(err)
 	}
