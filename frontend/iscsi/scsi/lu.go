@@ -45,6 +45,14 @@ type Response struct {
 	pooled bool // DataIn came from GetBuf
 }
 
+// dataOut sets DataOutLen, the data-out length the CDB asked for, and
+// returns r: every response to a command that takes data-out carries it,
+// success or not, so the transport can report residuals.
+func (r *Response) dataOut(n int64) *Response {
+	r.DataOutLen = n
+	return r
+}
+
 // Release recycles the data-in buffer; call it once DataIn has been sent.
 func (r *Response) Release() {
 	if r.pooled {

@@ -247,11 +247,7 @@ func transportID(nexus string) []byte {
 func (lu *LU) persistResOut(ctx context.Context, r *Request) *Response {
 	c := r.CDB
 	plen := int64(be.Uint32(c[5:]))
-	fail := func(err error) *Response {
-		resp := checkCondition(err)
-		resp.DataOutLen = plen
-		return resp
-	}
+	fail := func(err error) *Response { return checkCondition(err).dataOut(plen) }
 	if int64(len(r.DataOut)) != plen {
 		return fail(errParamListLength)
 	}
@@ -277,7 +273,7 @@ func (lu *LU) persistResOut(ctx context.Context, r *Request) *Response {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cur, registered := p.keys[r.Nexus]
-	ok := func() *Response { resp := good(nil); resp.DataOutLen = plen; return resp }
+	ok := func() *Response { return good(nil).dataOut(plen) }
 
 	switch sa {
 	case 0, 6: // REGISTER, REGISTER AND IGNORE EXISTING KEY

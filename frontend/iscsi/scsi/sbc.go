@@ -111,9 +111,7 @@ func dataOutMismatch(r *Request, want int64) *Response {
 	if int64(len(r.DataOut)) == want {
 		return nil
 	}
-	resp := checkCondition(errInvalidFieldInIU)
-	resp.DataOutLen = want
-	return resp
+	return checkCondition(errInvalidFieldInIU).dataOut(want)
 }
 
 // writeAt writes p at off with cawMu held shared (so COMPARE AND WRITE and
@@ -151,12 +149,9 @@ func (lu *LU) write(ctx context.Context, r *Request) *Response {
 	want := int64(rw.Blocks) * int64(lu.bs)
 	off, n, err := lu.checkRange(rw, true)
 	if err != nil {
-		resp := checkCondition(err)
-		resp.DataOutLen = want
-		return resp
+		return checkCondition(err).dataOut(want)
 	}
-	resp := good(nil)
-	resp.DataOutLen = want
+	resp := good(nil).dataOut(want)
 	// When the iSCSI Expected Data Transfer Length and the CDB disagree,
 	// FCP-4 (and libiscsi's residual tests) let the device server process
 	// the command normally but transfer only what both allow: the whole
@@ -171,8 +166,7 @@ func (lu *LU) write(ctx context.Context, r *Request) *Response {
 	// WRITE AND VERIFY: the medium is verified by writing through to it.
 	verify := rw.Op == iscsi.ScsiWriteVerify10 || rw.Op == iscsi.ScsiWriteVerify12 || rw.Op == iscsi.ScsiWriteVerify16
 	if err := lu.writeAt(ctx, r.DataOut[:n], off, rw.FUA || verify); err != nil {
-		resp = checkConditionRW(err, true)
-		resp.DataOutLen = want
+		resp = checkConditionRW(err, true).dataOut(want)
 	}
 	return resp
 }
@@ -195,11 +189,7 @@ func (lu *LU) verify(ctx context.Context, r *Request) *Response {
 	if resp := dataOutMismatch(r, want); resp != nil {
 		return resp
 	}
-	fail := func(err error) *Response {
-		resp := checkCondition(err)
-		resp.DataOutLen = want
-		return resp
-	}
+	fail := func(err error) *Response { return checkCondition(err).dataOut(want) }
 	off, n, err := lu.checkRange(rw, true)
 	if err != nil {
 		return fail(err)
@@ -228,9 +218,7 @@ func (lu *LU) verify(ctx context.Context, r *Request) *Response {
 			}
 		}
 	}
-	resp := good(nil)
-	resp.DataOutLen = want
-	return resp
+	return good(nil).dataOut(want)
 }
 
 func (lu *LU) syncCache(ctx context.Context, r *Request) *Response {
@@ -281,11 +269,7 @@ func (lu *LU) writeSame(ctx context.Context, r *Request) *Response {
 	if resp := dataOutMismatch(r, want); resp != nil {
 		return resp
 	}
-	fail := func(err error) *Response {
-		resp := checkCondition(err)
-		resp.DataOutLen = want
-		return resp
-	}
+	fail := func(err error) *Response { return checkCondition(err).dataOut(want) }
 	if rw.Anchor || rw.Blocks == 0 {
 		return fail(errInvalidFieldInCDB(1)) // WSNZ=1; anchored blocks unsupported
 	}
@@ -307,9 +291,7 @@ func (lu *LU) writeSame(ctx context.Context, r *Request) *Response {
 			if err := um.Unmap(ctx, off, n); err != nil {
 				return fail(err)
 			}
-			resp := good(nil)
-			resp.DataOutLen = want
-			return resp
+			return good(nil).dataOut(want)
 		}
 	}
 	chunk := make([]byte, min(n, 1<<20))
@@ -328,9 +310,7 @@ func (lu *LU) writeSame(ctx context.Context, r *Request) *Response {
 			return fail(err)
 		}
 	}
-	resp := good(nil)
-	resp.DataOutLen = want
-	return resp
+	return good(nil).dataOut(want)
 }
 
 func (lu *LU) unmap(ctx context.Context, r *Request) *Response {
@@ -339,18 +319,12 @@ func (lu *LU) unmap(ctx context.Context, r *Request) *Response {
 		return checkCondition(errInvalidFieldInCDB(1))
 	}
 	plen := int64(be.Uint16(c[7:]))
-	fail := func(err error) *Response {
-		resp := checkCondition(err)
-		resp.DataOutLen = plen
-		return resp
-	}
+	fail := func(err error) *Response { return checkCondition(err).dataOut(plen) }
 	if resp := dataOutMismatch(r, plen); resp != nil {
 		return resp
 	}
 	if plen == 0 {
-		resp := good(nil)
-		resp.DataOutLen = 0
-		return resp
+		return good(nil).dataOut(0)
 	}
 	if plen < 8 {
 		return fail(errParamListLength)
@@ -385,9 +359,7 @@ func (lu *LU) unmap(ctx context.Context, r *Request) *Response {
 			return fail(err)
 		}
 	}
-	resp := good(nil)
-	resp.DataOutLen = plen
-	return resp
+	return good(nil).dataOut(plen)
 }
 
 // compareAndWrite compares N blocks with the first half of the data-out
@@ -402,15 +374,9 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 	if int64(len(r.DataOut)) != want {
 		// SBC-3: a data-out buffer that does not hold 2*N blocks is an
 		// invalid NUMBER OF LOGICAL BLOCKS field.
-		resp := checkCondition(errInvalidFieldInCDB(13))
-		resp.DataOutLen = want
-		return resp
+		return checkCondition(errInvalidFieldInCDB(13)).dataOut(want)
 	}
-	fail := func(err error) *Response {
-		resp := checkCondition(err)
-		resp.DataOutLen = want
-		return resp
-	}
+	fail := func(err error) *Response { return checkCondition(err).dataOut(want) }
 	if rw.Blocks > maxCompareAndWriteBlocks {
 		return fail(errInvalidFieldInCDB(13))
 	}
@@ -418,8 +384,7 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 	if err != nil {
 		return fail(err)
 	}
-	resp := good(nil)
-	resp.DataOutLen = want
+	resp := good(nil).dataOut(want)
 	if n == 0 {
 		return resp
 	}
@@ -456,17 +421,12 @@ func (lu *LU) orWrite(ctx context.Context, r *Request) *Response {
 	if resp := dataOutMismatch(r, want); resp != nil {
 		return resp
 	}
-	fail := func(err error) *Response {
-		resp := checkCondition(err)
-		resp.DataOutLen = want
-		return resp
-	}
+	fail := func(err error) *Response { return checkCondition(err).dataOut(want) }
 	off, n, err := lu.checkRange(rw, true)
 	if err != nil {
 		return fail(err)
 	}
-	resp := good(nil)
-	resp.DataOutLen = want
+	resp := good(nil).dataOut(want)
 	if n == 0 {
 		return resp
 	}

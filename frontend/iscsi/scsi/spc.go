@@ -319,9 +319,7 @@ func (lu *LU) modeSelect(ctx context.Context, r *Request) *Response {
 	} else {
 		plen = int(c[4])
 	}
-	resp := lu.modeSelectParams(c, plen, r.DataOut, ten)
-	resp.DataOutLen = int64(plen)
-	return resp
+	return lu.modeSelectParams(c, plen, r.DataOut, ten).dataOut(int64(plen))
 }
 
 func (lu *LU) modeSelectParams(c []byte, plen int, data []byte, ten bool) *Response {
