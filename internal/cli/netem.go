@@ -274,17 +274,40 @@ func counterWriter(cmd *cobra.Command) (io.Writer, func() error, error) {
 	return cmd.ErrOrStderr(), func() error { return nil }, nil
 }
 
-func runNetemRun(cmd *cobra.Command, args []string) error {
+// startLink builds the link the flags describe, for run and serve. ctx
+// ends on SIGINT/SIGTERM; the caller defers stop and l.Close.
+func startLink(cmd *cobra.Command) (l *netem.Link, ctx context.Context, stop context.CancelFunc, err error) {
 	conf, err := linkConfig()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	ctx, stop := signalContext(cmd.Context())
-	defer stop()
-	l, err := netem.Start(ctx, conf)
+	ctx, stop = signalContext(cmd.Context())
+	if l, err = netem.Start(ctx, conf); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return l, ctx, stop, nil
+}
+
+// closeLink removes the link and prints its final counters (to
+// --counters-file or stderr). The counters are read first: they describe
+// the whole run, including what teardown cuts off.
+func closeLink(cmd *cobra.Command, l *netem.Link) (closeErr, printErr error) {
+	counters := l.Counters()
+	closeErr = l.Close()
+	w, closeW, err := counterWriter(cmd)
+	if err != nil {
+		return closeErr, err
+	}
+	return closeErr, errors.Join(printCounters(w, counters), closeW())
+}
+
+func runNetemRun(cmd *cobra.Command, args []string) error {
+	l, ctx, stop, err := startLink(cmd)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	defer l.Close()
 	stderr := cmd.ErrOrStderr()
 	fmt.Fprintf(stderr, "netem: link %s <-> %s (namespaces %s, %s)\n%s\n", l.ClientAddr(), l.ServerAddr(),
@@ -326,13 +349,7 @@ func runNetemRun(cmd *cobra.Command, args []string) error {
 		runErr = err
 	}
 	srv.stop()
-	counters := l.Counters()
-	closeErr := l.Close()
-	w, closeW, err := counterWriter(cmd)
-	if err == nil {
-		err = printCounters(w, counters)
-		err = errors.Join(err, closeW())
-	}
+	closeErr, err := closeLink(cmd, l)
 	if closeErr != nil {
 		return fmt.Errorf("netem: teardown: %w", closeErr)
 	}
@@ -392,20 +409,15 @@ Flags after -- go to "tristore serve" (e.g. -- --data /srv/tristore).`,
 }
 
 func runNetemServe(cmd *cobra.Command, extra []string) error {
-	conf, err := linkConfig()
-	if err != nil {
-		return err
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext(cmd.Context())
-	defer stop()
-	l, err := netem.Start(ctx, conf)
+	l, ctx, stop, err := startLink(cmd)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	defer l.Close()
 	tmp, err := os.MkdirTemp("", "tristore-serve-ready-")
 	if err != nil {
@@ -473,12 +485,7 @@ wait:
 		runErr = err
 	}
 	srv.stop()
-	counters := l.Counters()
-	closeErr := l.Close()
-	w, closeW, err := counterWriter(cmd)
-	if err == nil {
-		err = errors.Join(printCounters(w, counters), closeW())
-	}
+	closeErr, err := closeLink(cmd, l)
 	return errors.Join(runErr, closeErr, err)
 }
 

@@ -80,37 +80,26 @@ func nfsURLFrom(u *url.URL, defaults url.Values) (*nfsURL, error) {
 		}
 		return v, true, nil
 	}
-	if v, ok, err := num("mountport", 16); err != nil {
-		return nil, err
-	} else if ok {
-		out.MountAddr = net.JoinHostPort(u.Hostname(), strconv.FormatUint(v, 10))
-	}
-	if v, ok, err := num("rsize", 32); err != nil {
-		return nil, err
-	} else if ok {
-		out.Opts.Rsize = uint32(v)
-	}
-	if v, ok, err := num("wsize", 32); err != nil {
-		return nil, err
-	} else if ok {
-		out.Opts.Wsize = uint32(v)
-	}
-	if v, ok, err := num("uid", 32); err != nil {
-		return nil, err
-	} else if ok {
-		x := uint32(v)
-		out.Opts.UID = &x
-	}
-	if v, ok, err := num("gid", 32); err != nil {
-		return nil, err
-	} else if ok {
-		x := uint32(v)
-		out.Opts.GID = &x
-	}
-	if v, ok, err := num("parallel", 16); err != nil {
-		return nil, err
-	} else if ok {
-		out.Opts.Parallel = int(v)
+	u32 := func(v uint64) *uint32 { x := uint32(v); return &x }
+	for _, o := range []struct {
+		key  string
+		bits int
+		set  func(uint64)
+	}{
+		{"mountport", 16, func(v uint64) { out.MountAddr = net.JoinHostPort(u.Hostname(), strconv.FormatUint(v, 10)) }},
+		{"rsize", 32, func(v uint64) { out.Opts.Rsize = uint32(v) }},
+		{"wsize", 32, func(v uint64) { out.Opts.Wsize = uint32(v) }},
+		{"uid", 32, func(v uint64) { out.Opts.UID = u32(v) }},
+		{"gid", 32, func(v uint64) { out.Opts.GID = u32(v) }},
+		{"parallel", 16, func(v uint64) { out.Opts.Parallel = int(v) }},
+	} {
+		v, ok, err := num(o.key, o.bits)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			o.set(v)
+		}
 	}
 	for _, k := range []string{"rsize", "wsize"} {
 		if v, _, _ := num(k, 32); v != 0 && (v < 4096 || v > 4<<20) {
@@ -203,6 +192,21 @@ func withNFS(cmd *cobra.Command, raw string, f func(ctx context.Context, s *nfsS
 	return f(ctx, s)
 }
 
+// withNFSFile is withNFS for the commands that read one file (cat, get):
+// it looks the URL's path up and refuses a directory.
+func withNFSFile(cmd *cobra.Command, raw string, f func(ctx context.Context, c *nfs.Client, fh nfs.FH, a *nfs.Attr) error) error {
+	return withNFS(cmd, raw, func(ctx context.Context, s *nfsSession) error {
+		fh, a, err := s.C.LookupPath(ctx, s.Rel)
+		if err != nil {
+			return err
+		}
+		if a.Type == nfs.TypeDir {
+			return fmt.Errorf("%s is a directory", raw)
+		}
+		return f(ctx, s.C, fh, a)
+	})
+}
+
 func newNFSLsCmd() *cobra.Command {
 	var long bool
 	cmd := &cobra.Command{
@@ -253,15 +257,8 @@ func newNFSCatCmd() *cobra.Command {
 		Short: "Write a file's contents to stdout",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
-				fh, a, err := s.C.LookupPath(ctx, s.Rel)
-				if err != nil {
-					return err
-				}
-				if a.Type == nfs.TypeDir {
-					return fmt.Errorf("%s is a directory", args[0])
-				}
-				return copyOut(ctx, s.C, fh, a.Size, cmd.OutOrStdout())
+			return withNFSFile(cmd, args[0], func(ctx context.Context, c *nfs.Client, fh nfs.FH, a *nfs.Attr) error {
+				return copyOut(ctx, c, fh, a.Size, cmd.OutOrStdout())
 			})
 		},
 	}
@@ -293,19 +290,12 @@ func newNFSGetCmd() *cobra.Command {
 		Short: "Download a file (parallel READs)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
-				fh, a, err := s.C.LookupPath(ctx, s.Rel)
-				if err != nil {
-					return err
-				}
-				if a.Type == nfs.TypeDir {
-					return fmt.Errorf("%s is a directory", args[0])
-				}
+			return withNFSFile(cmd, args[0], func(ctx context.Context, c *nfs.Client, fh nfs.FH, a *nfs.Attr) error {
 				f, err := os.Create(args[1])
 				if err != nil {
 					return err
 				}
-				if err := copyOut(ctx, s.C, fh, a.Size, f); err != nil {
+				if err := copyOut(ctx, c, fh, a.Size, f); err != nil {
 					f.Close()
 					return err
 				}
