@@ -4,7 +4,7 @@ import "github.com/tristore/tristore/proto/sunrpc"
 
 // READ, WRITE and COMMIT arguments and results.
 
-// ReadArgs is READ3args.
+// ReadArgs is READ3args (also COMMIT3args).
 type ReadArgs struct {
 	FH     FH
 	Offset uint64
@@ -134,20 +134,9 @@ func (x *WriteRes) Decode(r *sunrpc.Reader) error {
 	return r.Err()
 }
 
-// CommitArgs is COMMIT3args.
-type CommitArgs struct {
-	FH     FH
-	Offset uint64
-	Count  uint32
-}
-
-func (a *CommitArgs) Encode(w *sunrpc.Writer) { a.FH.Encode(w); w.Uint64(a.Offset); w.Uint32(a.Count) }
-func (a *CommitArgs) Decode(r *sunrpc.Reader) error {
-	a.FH.Decode(r)
-	a.Offset = r.Uint64()
-	a.Count = r.Uint32()
-	return r.Err()
-}
+// CommitArgs is COMMIT3args, which has the fields of READ3args (file,
+// offset, count).
+type CommitArgs = ReadArgs
 
 // CommitRes is COMMIT3res.
 type CommitRes struct {
