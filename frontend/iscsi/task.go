@@ -30,11 +30,10 @@ type task struct {
 	edtl      uint32
 	buf       []byte // data-out; nil when the data is to be discarded
 
-	immLen      uint32 // immediate data bytes
-	unsolWant   uint32 // unsolicited Data-Out bytes expected after the command
-	unsolGot    uint32
-	unsolDataSN uint32
-	unsolDone   chan struct{}
+	immLen uint32 // immediate data bytes
+	// unsol is the unsolicited Data-Out (reserved TTT) expected after the
+	// command: unsol.length bytes from immLen.
+	unsol burst
 
 	mu      sync.Mutex
 	bursts  map[uint32]*burst // solicited bursts by TTT
@@ -47,12 +46,28 @@ type task struct {
 	done    chan struct{}
 }
 
-// burst is the data solicited by one R2T.
+// burst is the data solicited by one R2T, or the unsolicited data.
 type burst struct {
 	off, length uint32
 	got         uint32
 	dataSN      uint32
 	done        chan struct{}
+}
+
+// fits reports whether a Data-Out of n bytes at off numbered dataSN is the
+// next one of b: in order and inside the burst.
+func (b *burst) fits(off, n, dataSN uint32) bool {
+	return off == b.off+b.got && b.got+n <= b.length && dataSN == b.dataSN
+}
+
+// burstOf returns the burst a Data-Out with TTT ttt belongs to: the
+// unsolicited one for the reserved tag, else the R2T's (nil if none). The
+// caller holds t.mu.
+func (t *task) burstOf(ttt uint32) *burst {
+	if ttt == wire.ReservedTag {
+		return &t.unsol
+	}
+	return t.bursts[ttt]
 }
 
 // scsiCommand handles a SCSI Command PDU on the reader goroutine.
@@ -73,7 +88,7 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	t := &task{c: c, itt: p.ITT, lun: p.LUN, cmdSN: p.CmdSN, immediate: p.Immediate, cdb: p.CDB,
 		read: p.Read, write: p.Write, edtl: p.ExpectedDataLength, immLen: imm,
-		bursts: map[uint32]*burst{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), unsolDone: make(chan struct{})}
+		bursts: map[uint32]*burst{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), unsol: burst{off: imm, done: make(chan struct{})}}
 	if p.Write && p.ExpectedDataLength > 0 {
 		if p.ExpectedDataLength <= maxTransfer {
 			t.buf = scsi.GetBuf(int(p.ExpectedDataLength))
@@ -82,12 +97,12 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 		if !p.Final {
 			first := min(uint32(prm.FirstBurstLength), p.ExpectedDataLength)
 			if first > imm {
-				t.unsolWant = first - imm
+				t.unsol.length = first - imm
 			}
 		}
 	}
-	if t.unsolWant == 0 {
-		close(t.unsolDone)
+	if t.unsol.length == 0 {
+		close(t.unsol.done)
 	}
 	if !s.addTask(t) {
 		cancel()
@@ -155,31 +170,14 @@ func (c *conn) dataOut(p *wire.PDU) error {
 		c.reject(p, wire.RejectProtocolError)
 		return errDrop
 	}
-	if p.TTT == wire.ReservedTag {
-		if t.unsolGot+n > t.unsolWant || off != t.immLen+t.unsolGot || p.DataSN != t.unsolDataSN {
-			c.reject(p, wire.RejectProtocolError)
-			return errDrop
-		}
-		t.copyIn(off, p.Data)
-		t.unsolGot += n
-		t.unsolDataSN++
-		if p.Final {
-			if t.unsolGot != t.unsolWant {
-				c.reject(p, wire.RejectProtocolError)
-				return errDrop
-			}
-			close(t.unsolDone)
-		}
-		return nil
-	}
 	t.mu.Lock()
-	b := t.bursts[p.TTT]
+	b := t.burstOf(p.TTT)
 	t.mu.Unlock()
 	if b == nil {
 		c.reject(p, wire.RejectInvalidPDUField)
 		return errDrop
 	}
-	if off != b.off+b.got || b.got+n > b.length || p.DataSN != b.dataSN {
+	if !b.fits(off, n, p.DataSN) {
 		c.reject(p, wire.RejectProtocolError)
 		return errDrop
 	}
@@ -191,9 +189,11 @@ func (c *conn) dataOut(p *wire.PDU) error {
 			c.reject(p, wire.RejectProtocolError)
 			return errDrop
 		}
-		t.mu.Lock()
-		delete(t.bursts, p.TTT)
-		t.mu.Unlock()
+		if b != &t.unsol {
+			t.mu.Lock()
+			delete(t.bursts, p.TTT)
+			t.mu.Unlock()
+		}
 		close(b.done)
 	}
 	return nil
@@ -233,15 +233,8 @@ func (c *conn) placeDataOut(p *wire.PDU, n int) []byte {
 	if t.buf == nil {
 		return nil
 	}
-	if p.TTT == wire.ReservedTag {
-		if t.unsolGot+un > t.unsolWant || off != t.immLen+t.unsolGot || p.DataSN != t.unsolDataSN {
-			return nil
-		}
-	} else {
-		b := t.bursts[p.TTT]
-		if b == nil || off != b.off+b.got || b.got+un > b.length || p.DataSN != b.dataSN {
-			return nil
-		}
+	if b := t.burstOf(p.TTT); b == nil || !b.fits(off, un, p.DataSN) {
+		return nil
 	}
 	return t.buf[off : off+un]
 }
@@ -302,11 +295,11 @@ func (t *task) run() {
 func (t *task) collect() bool {
 	c := t.c
 	select {
-	case <-t.unsolDone:
+	case <-t.unsol.done:
 	case <-t.ctx.Done():
 		return false
 	}
-	next := t.immLen + t.unsolWant
+	next := t.immLen + t.unsol.length
 	maxOut := max(1, c.params.MaxOutstandingR2T)
 	maxBurst := uint32(max(512, c.params.MaxBurstLength))
 	var queue []*burst
