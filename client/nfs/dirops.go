@@ -77,16 +77,7 @@ func (c *Client) created(ctx context.Context, op string, dir FH, name string, re
 		}
 		return fh, attr, nil
 	}
-	fh := cloneFH(res.FH.FH)
-	attr := fromFattr(res.Attr.Attr)
-	if attr == nil {
-		a, err := c.Getattr(ctx, fh)
-		if err != nil {
-			return nil, nil, err
-		}
-		attr = a
-	}
-	return fh, attr, nil
+	return c.withAttr(ctx, cloneFH(res.FH.FH), fromFattr(res.Attr.Attr))
 }
 
 // Create makes a regular file. With Exclusive, verf identifies this

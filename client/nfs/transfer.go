@@ -35,14 +35,21 @@ func (c *Client) LookupPath(ctx context.Context, p string) (FH, *Attr, error) {
 		}
 		fh, attr = next, a
 	}
-	if attr == nil {
-		a, err := c.Getattr(ctx, fh)
-		if err != nil {
-			return nil, nil, err
-		}
-		attr = a
+	return c.withAttr(ctx, fh, attr)
+}
+
+// withAttr returns fh with attr, or, when the server left the optional
+// post-op attributes out (attr is nil), with attributes from a GETATTR:
+// callers of Create/Mkdir/LookupPath rely on getting both.
+func (c *Client) withAttr(ctx context.Context, fh FH, attr *Attr) (FH, *Attr, error) {
+	if attr != nil {
+		return fh, attr, nil
 	}
-	return fh, attr, nil
+	a, err := c.Getattr(ctx, fh)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fh, a, nil
 }
 
 // chunks splits [off, off+n) into pieces of at most size bytes and runs f
