@@ -208,12 +208,7 @@ func (lu *LU) verify(ctx context.Context, r *Request) *Response {
 			} else {
 				exp = r.DataOut
 			}
-			got := medium[i : i+int64(lu.bs)]
-			if !bytes.Equal(exp, got) {
-				j := 0
-				for j < len(got) && got[j] == exp[j] {
-					j++
-				}
+			if j := firstDiff(exp, medium[i:i+int64(lu.bs)]); j >= 0 {
 				return fail(errMiscompare(uint32(i) + uint32(j)))
 			}
 		}
@@ -362,6 +357,20 @@ func (lu *LU) unmap(ctx context.Context, r *Request) *Response {
 	return good(nil).dataOut(plen)
 }
 
+// firstDiff returns the offset of the first byte where a and b (of one
+// length) differ, or -1 if they are equal: the miscompare offset VERIFY and
+// COMPARE AND WRITE report.
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
 // compareAndWrite compares N blocks with the first half of the data-out
 // buffer and, if equal, writes the second half; other writes are held off
 // meanwhile so the pair is atomic.
@@ -394,12 +403,7 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 	if _, err := lu.dev.ReadAt(ctx, medium, off); err != nil {
 		return fail(err)
 	}
-	cmp := r.DataOut[:n]
-	if !bytes.Equal(cmp, medium) {
-		i := 0
-		for i < len(cmp) && cmp[i] == medium[i] {
-			i++
-		}
+	if i := firstDiff(r.DataOut[:n], medium); i >= 0 {
 		return fail(errMiscompare(uint32(i)))
 	}
 	if err := lu.writeLocked(ctx, r.DataOut[n:], off, rw.FUA); err != nil {
