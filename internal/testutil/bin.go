@@ -20,8 +20,8 @@ var tristoreBin struct {
 
 // TristoreBin builds cmd/tristore once per test binary run (go build, bounded
 // by ctx) into a temporary directory and returns its path; a failed build
-// fails t. Tests that run the real CLI use it; the package's TestMain calls
-// RemoveTristoreBin after m.Run.
+// fails t. Tests that run the real CLI use it; the package's TestMain is
+// testutil.Main, which removes the binary after the tests.
 func TristoreBin(ctx context.Context, t testing.TB) string {
 	t.Helper()
 	b := &tristoreBin
@@ -43,9 +43,13 @@ func TristoreBin(ctx context.Context, t testing.TB) string {
 	return b.path
 }
 
-// RemoveTristoreBin removes what TristoreBin built, if anything.
-func RemoveTristoreBin() {
+// Main is the TestMain of packages that use TristoreBin: it runs the
+// tests, removes what TristoreBin built, if anything, and exits with the
+// tests' code.
+func Main(m *testing.M) {
+	code := m.Run()
 	if tristoreBin.path != "" {
 		os.RemoveAll(filepath.Dir(tristoreBin.path))
 	}
+	os.Exit(code)
 }

@@ -58,11 +58,7 @@ func tristoreBin(t *testing.T) string {
 	return testutil.TristoreBin(ctx, t)
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveTristoreBin()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // server is one running `tristore serve`.
 type server struct {

@@ -1,15 +1,10 @@
 package nfspeers
 
 import (
-	"os"
 	"testing"
 
 	"github.com/tristore/tristore/internal/testutil"
 )
 
 // TestMain removes the tristore binary TestServeCLI builds (once per run).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveTristoreBin()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
