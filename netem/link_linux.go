@@ -262,25 +262,12 @@ func (l *Link) sideOf(s Side) *side {
 // creates on this goroutine belong to that namespace; goroutines fn starts
 // do not (use DialContext/Listen for those, e.g. in an http.Transport).
 func (l *Link) Do(s Side, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(l.sideOf(s).ns); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("entering %s namespace: %w", s, err)
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: it exits with this goroutine rather
-		// than running other goroutines in the wrong namespace.
-		return errors.Join(ferr, fmt.Errorf("leaving %s namespace: %w", s, err))
-	}
-	runtime.UnlockOSThread()
-	return ferr
+	return inNetns(s.String(), func() error {
+		if err := netns.Set(l.sideOf(s).ns); err != nil {
+			return fmt.Errorf("entering %s namespace: %w", s, err)
+		}
+		return nil
+	}, fn)
 }
 
 // RunClient runs fn in the client namespace (see Do).

@@ -79,36 +79,19 @@ func newSide(nsName, ifname string, addr netip.Addr, prefixLen, mtu int) (s *sid
 			s.close()
 		}
 	}()
-	if err := func() error {
-		// Namespaces belong to threads: do the creation on a locked
-		// thread and go back; if going back fails the thread stays
-		// locked and dies with this goroutine instead of being reused.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			return err
-		}
-		defer orig.Close()
+	if err := inNetns(nsName, func() error {
 		ns, err := netns.NewNamed(nsName)
 		if err != nil {
-			if back := netns.Set(orig); back == nil {
-				runtime.UnlockOSThread()
-			}
 			return fmt.Errorf("creating namespace %s: %w", nsName, err)
 		}
 		s.ns = ns
-		tun, terr := openTun(ifname)
-		if back := netns.Set(orig); back != nil {
-			if tun != nil {
-				tun.Close()
-			}
-			return fmt.Errorf("returning from namespace %s: %w", nsName, back)
-		}
-		runtime.UnlockOSThread()
-		s.tun = tun
-		return terr
-	}(); err != nil {
+		return nil
+	}, func() error {
+		// On error s.close (deferred above) closes what was opened.
+		var err error
+		s.tun, err = openTun(ifname)
+		return err
+	}); err != nil {
 		return s, err
 	}
 	h, err := netlink.NewHandleAt(s.ns)
@@ -144,6 +127,34 @@ func newSide(nsName, ifname string, addr netip.Addr, prefixLen, mtu int) (s *sid
 		return s, fmt.Errorf("%s: %s up: %w", nsName, ifname, err)
 	}
 	return s, nil
+}
+
+// inNetns runs fn on a locked OS thread that enter has moved into a
+// network namespace (netns.NewNamed or netns.Set), then moves the thread
+// back. Namespaces belong to threads, so sockets and devices fn opens land
+// in that namespace. If going back fails, the thread stays locked and dies
+// with this goroutine instead of running other goroutines in the wrong
+// namespace.
+func inNetns(what string, enter, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	if err := enter(); err != nil {
+		if back := netns.Set(orig); back == nil {
+			runtime.UnlockOSThread()
+		}
+		return err
+	}
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		return errors.Join(ferr, fmt.Errorf("leaving namespace %s: %w", what, err))
+	}
+	runtime.UnlockOSThread()
+	return ferr
 }
 
 func prefixNet(a netip.Addr, bits int) *net.IPNet {
