@@ -24,7 +24,9 @@ func TestIfNoneMatchPutRace(t *testing.T) {
 	ts := newTestServer(t)
 	wantStatus(t, ts.do(t, "PUT", "/race", nil, nil), 200)
 	const writers, size = 16, 64 << 10 // under net/http's 256 KiB drain, so an early 412 still reads the body
-	client := &http.Client{Timeout: 60 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: writers}
+	t.Cleanup(tr.CloseIdleConnections) // before the server's graceful stop
+	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
 	for round := range 3 {
 		key := fmt.Sprintf("/race/k%d", round)
 		bodies := make([][]byte, writers)
