@@ -48,8 +48,14 @@ func TristoreBin(ctx context.Context, t testing.TB) string {
 // tests' code.
 func Main(m *testing.M) {
 	code := m.Run()
+	RemoveTristoreBin()
+	os.Exit(code)
+}
+
+// RemoveTristoreBin removes what TristoreBin built, if anything (for a
+// TestMain that does more than Main).
+func RemoveTristoreBin() {
 	if tristoreBin.path != "" {
 		os.RemoveAll(filepath.Dir(tristoreBin.path))
 	}
-	os.Exit(code)
 }
