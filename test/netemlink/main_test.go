@@ -22,11 +22,7 @@ import (
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveTristoreBin()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // bin returns the tristore binary, built once per test run.
 func bin(t *testing.T) string {
@@ -188,24 +184,19 @@ func waitGone(t *testing.T, name, marker string) {
 	t.Errorf("left behind:\n%s", left)
 }
 
+// run runs tristore with args to its end (at most 60 s) and returns its
+// output and exit code.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(bin(t), args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	p := startTristore(t, args...)
 	select {
-	case <-done:
+	case <-p.exited:
 	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("tristore %v did not finish:\n%s", args, out.String())
+		p.cmd.Process.Kill()
+		<-p.exited
+		t.Fatalf("tristore %v did not finish:\n%s", args, p.output())
 	}
-	return out.String(), cmd.ProcessState.ExitCode()
+	return p.output(), p.cmd.ProcessState.ExitCode()
 }
 
 func TestRunNormalLeavesNothing(t *testing.T) {
