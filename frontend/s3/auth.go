@@ -40,22 +40,31 @@ func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key 
 		}
 		return nil
 	}
+	admin := id.Admin && !id.Anonymous
+	bc, hasConfig := s.st.(store.BucketConfigurer)
+	var policy string
+	if hasConfig {
+		var err error
+		if policy, err = bc.GetBucketConfig(ctx, bucket, cfgPolicy); err != nil {
+			return err // a missing bucket is NoSuchBucket, for admins too
+		}
+	}
+	if admin && policy == "" {
+		return nil // no policy, nothing can deny an admin (one lookup per request)
+	}
 	bi, err := s.st.StatBucket(ctx, bucket)
 	if err != nil {
 		return err
 	}
-	req := AccessRequest{Principal: id.User, Admin: id.Admin && !id.Anonymous, Action: action, Bucket: bucket, Key: key, BucketOwner: bi.Owner}
-	if bc, ok := s.st.(store.BucketConfigurer); ok {
+	req := AccessRequest{Principal: id.User, Admin: admin, Action: action, Bucket: bucket, Key: key, BucketOwner: bi.Owner, Policy: policy}
+	if hasConfig {
 		if req.BucketACL, err = bc.GetBucketConfig(ctx, bucket, cfgACL); err != nil {
-			return err
-		}
-		if req.Policy, err = bc.GetBucketConfig(ctx, bucket, cfgPolicy); err != nil {
 			return err
 		}
 	}
 	owner := !id.Anonymous && id.User != "" && id.User == bi.Owner
-	if (req.Admin || owner) && req.Policy == "" {
-		return nil // no policy, nothing can deny them
+	if owner && req.Policy == "" {
+		return nil // no policy, nothing can deny the owner
 	}
 	if key != "" && objectACLActions[action] {
 		if oi, err := s.st.Stat(ctx, bucket, key); err == nil {
