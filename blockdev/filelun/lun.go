@@ -42,6 +42,8 @@ type LUN struct {
 	release func()         // drops the in-use lock, if any
 	mapf    *os.File       // read-only view of the volume file for SEEK_DATA/SEEK_HOLE, if local
 	writes  chan *writeReq // to the writer goroutine; unbuffered (see WriteAt)
+	wmu     sync.Mutex     // held around every plain pwrite
+	pending atomic.Int32   // plain writes in WriteAt
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -122,6 +124,15 @@ func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := l.check(p, off); err != nil {
 		return 0, err
 	}
+	// The only write in flight (queue depth 1, idle LUN): write here, with
+	// no hand-off to the writer thread and its wake-up latency. Under load
+	// writes go to the writer thread.
+	defer l.pending.Add(-1)
+	if l.pending.Add(1) == 1 && l.wmu.TryLock() {
+		n, err := l.f.WriteAt(p, off)
+		l.wmu.Unlock()
+		return n, err
+	}
 	r := writeReqPool.Get().(*writeReq)
 	r.p, r.off = p, off
 	// The channel is unbuffered, so a request is either taken by the
@@ -152,8 +163,10 @@ type writeReq struct {
 
 var writeReqPool = sync.Pool{New: func() any { return &writeReq{done: make(chan struct{}, 1)} }}
 
-// writer performs every plain write of the LUN, one after another, on one
-// OS thread (runtime.LockOSThread).
+// writer performs the plain writes of the LUN that find another write in
+// progress, one after another, on one OS thread (runtime.LockOSThread); a
+// write that finds none is done at once by its caller (see WriteAt), so
+// queue depth 1 pays no hand-off. wmu keeps one pwrite at a time.
 //
 // Why: Linux serialises buffered writes to one file anyway (ext4 and XFS
 // hold the inode lock, i_rwsem, for the whole pwrite), so one writer loses
@@ -179,7 +192,9 @@ func (l *LUN) writer() {
 		case <-l.stop:
 			return
 		case r := <-l.writes:
+			l.wmu.Lock()
 			r.n, r.err = l.f.WriteAt(r.p, r.off)
+			l.wmu.Unlock()
 			r.done <- struct{}{}
 		}
 	}
