@@ -30,11 +30,7 @@ import (
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveTristoreBin()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const (
 	accessKey = "CROSSVIEWTESTKEY0001"
