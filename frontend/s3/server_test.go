@@ -312,26 +312,43 @@ func TestMultipartErrors(t *testing.T) {
 
 // TestTruncatedBodyAndHugeHeaders sends a PUT whose body ends before its
 // Content-Length and a request with oversized headers, then checks that
-// nothing was published and the server still serves.
+// nothing was published and the server still serves. The same raw PUT with
+// its whole body is sent afterwards and must publish: that proves the
+// truncated request reached the bucket it is checked in (a wrong path would
+// make "not published" pass for the wrong reason).
 func TestTruncatedBodyAndHugeHeaders(t *testing.T) {
 	ts := newTestServer(t)
 	wantStatus(t, ts.do(t, "PUT", "/tbk", nil, nil), 200)
+	// An object under the key already: a truncated overwrite must leave it.
+	wantStatus(t, ts.do(t, "PUT", "/tbk/old", []byte("before"), nil), 200)
+	const size = 100000
+	body := strings.Repeat("a", size)
+	for _, key := range []string{"half", "old"} {
+		status := rawPut(t, ts, "/tbk/"+key, size, body[:5000])
+		if status == http.StatusOK {
+			t.Fatalf("truncated PUT /tbk/%s answered 200", key)
+		}
+	}
+	wantErr(t, ts.do(t, "GET", "/tbk/half", nil, nil), 404, "NoSuchKey")
+	if r := ts.do(t, "GET", "/tbk/old", nil, nil); r.status != 200 || string(r.body) != "before" {
+		t.Fatalf("GET /tbk/old after a truncated overwrite: %d %q, want 200 \"before\"", r.status, r.body)
+	}
+	if r := ts.do(t, "GET", "/tbk?list-type=2", nil, nil); r.status != 200 || bytes.Contains(r.body, []byte("<Key>half</Key>")) {
+		t.Fatalf("listing after a truncated PUT: %d %s", r.status, r.body)
+	}
+	// Control: the same raw request with the whole body publishes.
+	if status := rawPut(t, ts, "/tbk/half", size, body); status != http.StatusOK {
+		t.Fatalf("complete raw PUT /tbk/half: status %d", status)
+	}
+	if r := ts.do(t, "GET", "/tbk/half", nil, nil); r.status != 200 || string(r.body) != body {
+		t.Fatalf("GET /tbk/half after a complete PUT: status %d, %d bytes", r.status, len(r.body))
+	}
+
 	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "PUT /tb/half HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("a", 5000))
-	conn.(*net.TCPConn).CloseWrite()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	io.Copy(io.Discard, conn)
-	conn.Close()
-	wantErr(t, ts.do(t, "GET", "/tbk/half", nil, nil), 404, "NoSuchKey")
-
-	conn, err = net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(conn, "GET /tb HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("h", 64<<10))
+	fmt.Fprintf(conn, "GET /tbk HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("h", 64<<10))
 	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -342,6 +359,27 @@ func TestTruncatedBodyAndHugeHeaders(t *testing.T) {
 	}
 	conn.Close()
 	wantStatus(t, ts.do(t, "PUT", "/tbk/ok", []byte("fine"), nil), 200)
+}
+
+// rawPut sends a PUT with Content-Length: length and then only body, closes
+// its write side (so a short body ends in EOF, as when a client dies), and
+// returns the response status, or 0 when the server closed without one.
+func rawPut(t *testing.T, ts *testServer, path string, length int, body string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", path, length, body)
+	conn.(*net.TCPConn).CloseWrite()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
 }
 
 func TestCopyAndACL(t *testing.T) {
