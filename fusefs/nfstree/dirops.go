@@ -136,22 +136,54 @@ func ptr(v uint32) *uint32 { return &v }
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = n.fsys.cctx(ctx)
 	defer n.forgetPlus()
-	if ch := n.GetChild(name); ch != nil {
-		if cn, ok := ch.Operations().(*Node); ok {
-			open := cn.stillOpen()
-			if open {
-				hidden := fmt.Sprintf(".nfs%016x%08x", ch.StableAttr().Ino, rand.Uint32())
-				if err := n.fsys.c.Rename(ctx, n.handle(), name, n.handle(), hidden); err != nil {
-					return errno(err)
-				}
-				cn.mu.Lock()
-				cn.sillyDir, cn.sillyName = n.handle(), hidden
-				cn.mu.Unlock()
-				return 0
-			}
-		}
+	hidden, e := n.sillyRename(ctx, name)
+	if hidden != nil || e != 0 {
+		return e
 	}
 	return errno(n.fsys.c.Remove(ctx, n.handle(), name))
+}
+
+// sillyRename moves name in n to a hidden name if it is a file open
+// through this mount, and records the hidden name on its node so the last
+// Release removes it. It returns the node it renamed (nil if none). Unlink
+// uses it, and so does Rename for the file a rename would replace: the
+// server drops the replaced inode (its handle goes stale) just as it would
+// on REMOVE.
+func (n *Node) sillyRename(ctx context.Context, name string) (*Node, syscall.Errno) {
+	ch := n.GetChild(name)
+	if ch == nil || ch.IsDir() {
+		return nil, 0
+	}
+	cn, ok := ch.Operations().(*Node)
+	if !ok || !cn.stillOpen() {
+		return nil, 0
+	}
+	hidden := fmt.Sprintf(".nfs%016x%08x", ch.StableAttr().Ino, rand.Uint32())
+	if err := n.fsys.c.Rename(ctx, n.handle(), name, n.handle(), hidden); err != nil {
+		return nil, errno(err)
+	}
+	cn.mu.Lock()
+	cn.sillyDir, cn.sillyName = n.handle(), hidden
+	cn.mu.Unlock()
+	return cn, 0
+}
+
+// unsilly puts a silly-renamed file back under name (the rename that was
+// to replace it failed), unless its last close already removed it.
+func (n *Node) unsilly(ctx context.Context, cn *Node, name string) {
+	cn.mu.Lock()
+	dir, hidden := cn.sillyDir, cn.sillyName
+	cn.sillyDir, cn.sillyName = nil, ""
+	cn.mu.Unlock()
+	if hidden == "" {
+		return
+	}
+	if err := n.fsys.c.Rename(ctx, dir, hidden, n.handle(), name); err != nil {
+		// Keep the hidden name so the last close still removes it.
+		cn.mu.Lock()
+		cn.sillyDir, cn.sillyName = dir, hidden
+		cn.mu.Unlock()
+	}
 }
 
 // Rmdir implements fs.NodeRmdirer.
@@ -187,7 +219,22 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno(err)
 		}
 	}
+	// A file this rename replaces may still be open here (a program
+	// reading a config file while an editor saves it as tmp + rename):
+	// silly-rename it first, as the Linux client does, so its open
+	// descriptors keep reading the old contents instead of going stale.
+	// Renaming a file onto itself (the same node) replaces nothing.
+	var replaced *Node
+	if ch := np.GetChild(newName); ch != nil && ch != n.GetChild(name) {
+		var e syscall.Errno
+		if replaced, e = np.sillyRename(ctx, newName); e != 0 {
+			return e
+		}
+	}
 	err := n.fsys.c.Rename(ctx, n.handle(), name, np.handle(), newName)
+	if err != nil && replaced != nil {
+		np.unsilly(ctx, replaced, newName)
+	}
 	n.forgetPlus()
 	np.forgetPlus()
 	return errno(err)
