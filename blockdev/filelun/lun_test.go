@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,14 +104,17 @@ func TestVolumeLifecycle(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"1G": 1 << 30, "512M": 512 << 20, "4096": 4096, "10GiB": 10 << 30, "2k": 2048, "1T": 1 << 40} {
+	// IEC prefixes are powers of 1024, SI powers of 1000 (internal/units).
+	for in, want := range map[string]int64{"1Gi": 1 << 30, "512Mi": 512 << 20, "4096": 4096, "10GiB": 10 << 30,
+		"2Ki": 2048, "1Ti": 1 << 40, "1G": 1e9, "1.5Gi": 3 << 29, "512k": 512000} {
 		if got, err := ParseSize(in); err != nil || got != want {
 			t.Errorf("%s: %d %v", in, got, err)
 		}
 	}
-	for _, in := range []string{"", "0", "-1G", "G", "1X", "1.5G"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("%q accepted", in)
+	for in, msg := range map[string]string{"": "no number", "0": "not a positive multiple", "-1G": "no number", "G": "no number",
+		"1X": "unknown unit", "100": "not a positive multiple of the 512-byte block", "1M": "did you mean 1Mi?", "2k": "did you mean 2Ki?"} {
+		if _, err := ParseSize(in); !errors.Is(err, ErrBadSize) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseSize(%q): %v; want ErrBadSize with %q", in, err, msg)
 		}
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tristore/tristore/internal/units"
 	"github.com/tristore/tristore/store"
 )
 
@@ -112,32 +112,26 @@ func ParseRef(ref string) (bucket, name string, err error) {
 	return b, n, nil
 }
 
-// ParseSize parses sizes like 1G, 512M, 4096, 10GiB, 1T (binary units).
+// ParseSize parses a volume size with internal/units (the one size syntax
+// of every tristore flag: 1Gi and 512Mi are powers of 1024, 1G and 512M
+// powers of 1000, a bare number is bytes) and requires a positive multiple
+// of the block size, so "1M" (10^6, not a whole number of 512-byte blocks)
+// is an error that suggests "1Mi" instead of a silently rounded size.
 func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	u := strings.ToUpper(t)
-	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
-	mult := int64(1)
-	if u != "" {
-		switch u[len(u)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			u = u[:len(u)-1]
-		}
+	n, err := units.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadSize, err)
 	}
-	n, err := strconv.ParseInt(u, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%w: %q (want e.g. 1G, 512M, 4096)", ErrBadSize, s)
+	if n <= 0 || n%DefaultBlockSize != 0 {
+		hint := ""
+		if q, err := units.Parse(s); err == nil && q.Prefix != "" && !strings.HasSuffix(q.Prefix, "i") {
+			num := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), q.Unit))
+			num = strings.TrimSpace(num[:len(num)-1]) // the prefix letter
+			hint = fmt.Sprintf(" (%s means powers of 1000; did you mean %s%si?)", q.Prefix, num, strings.ToUpper(q.Prefix))
+		}
+		return 0, fmt.Errorf("%w: %q is %d bytes, not a positive multiple of the %d-byte block%s", ErrBadSize, s, n, DefaultBlockSize, hint)
 	}
-	return n * mult, nil
+	return n, nil
 }
 
 func readRegistry(ctx context.Context, st Store, bucket string) (map[string]regEntry, error) {

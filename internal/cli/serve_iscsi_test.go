@@ -17,7 +17,7 @@ func TestServeISCSI(t *testing.T) {
 	testutil.NeedCmd(t, "iscsi-ls")
 	testutil.NeedCmd(t, "iscsi-readcapacity16")
 	data := t.TempDir()
-	if out, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/served", "8M"); err != nil {
+	if out, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/served", "8Mi"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	addrs := startServe(t, "iscsi", 30*time.Second, "--data", data, "--s3-addr", "off", "--nfs-addr", "off", "--admin-addr", "off",

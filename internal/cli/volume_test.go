@@ -20,19 +20,19 @@ func runVolumeCLI(t *testing.T, args ...string) (string, error) {
 
 func TestVolumeCommands(t *testing.T) {
 	data := t.TempDir()
-	out, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/disk1", "64M")
+	out, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/disk1", "64Mi")
 	if err != nil || !strings.Contains(out, "iqn.2026-11.io.tristore:vols:disk1") {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
-	if _, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/disk1", "1G"); err == nil {
+	if _, err := runVolumeCLI(t, "volume", "create", "--data", data, "vols/disk1", "1Gi"); err == nil {
 		t.Fatal("duplicate create succeeded")
 	}
-	for _, bad := range [][]string{{"vols/Bad_Name", "1G"}, {"vols/x", "12Q"}, {"novolume", "1G"}} {
+	for _, bad := range [][]string{{"vols/Bad_Name", "1G"}, {"vols/x", "12Q"}, {"vols/y", "1M"}, {"vols/z", "1000"}, {"novolume", "1G"}} {
 		if _, err := runVolumeCLI(t, append([]string{"volume", "create", "--data", data}, bad...)...); err == nil {
 			t.Errorf("create %v succeeded", bad)
 		}
 	}
-	if _, err := runVolumeCLI(t, "volume", "resize", "--data", data, "vols/disk1", "128M"); err != nil {
+	if _, err := runVolumeCLI(t, "volume", "resize", "--data", data, "vols/disk1", "128Mi"); err != nil {
 		t.Fatal(err)
 	}
 	out, err = runVolumeCLI(t, "volume", "list", "--data", data, "--json")

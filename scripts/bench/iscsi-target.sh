@@ -36,7 +36,7 @@ freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
 P1=$(freeport); P2=$(freeport)
 
 go build -o "$BIN" ./cmd/tristore
-"$BIN" volume create --data "$WORK/data" vols/bench "${SIZE}M" >/dev/null
+"$BIN" volume create --data "$WORK/data" vols/bench "${SIZE}Mi" >/dev/null
 dd if=/dev/urandom of="$WORK/data/vols/bench" bs=1M count="$SIZE" conv=notrunc,fsync status=none
 dd if="$WORK/data/vols/bench" of="$WORK/tgt.img" bs=1M conv=fsync status=none
 cat "$WORK/data/vols/bench" "$WORK/tgt.img" >/dev/null   # same cache state for both

@@ -99,7 +99,7 @@ func TestThreeViews(t *testing.T) {
 	data := t.TempDir()
 
 	// A 16 MiB volume made with the CLI before serve starts.
-	if out, err := exec.CommandContext(ctx, bin, "volume", "create", "vols/lun0", "16M", "--data", data).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, bin, "volume", "create", "vols/lun0", "16Mi", "--data", data).CombinedOutput(); err != nil {
 		t.Fatalf("volume create: %v\n%s", err, out)
 	}
 	srv := startServe(ctx, t, bin, data)
