@@ -177,7 +177,7 @@ func (fs *FS) applyAttrs(o *obj, c Cred, s SetAttr) error {
 			return err
 		}
 	}
-	if (s.Atime.Set || s.Mtime.Set) && !isLink {
+	if s.Atime.Set || s.Mtime.Set {
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 		for i, t := range []SetTime{s.Atime, s.Mtime} {
 			switch {
@@ -188,11 +188,28 @@ func (fs *FS) applyAttrs(o *obj, c Cred, s SetAttr) error {
 				ts[i] = unix.NsecToTimespec(t.T.UnixNano())
 			}
 		}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, o.procPath(), ts, 0); err != nil {
+		if err := setTimes(o, isLink, ts); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// setTimes sets atime/mtime of the resolved object. A symbolic link's own
+// times are set (utimensat with AT_SYMLINK_NOFOLLOW, what `touch -h`,
+// `tar x` and `rsync -a` ask for); following it through /proc would change
+// the target instead. Its O_PATH descriptor is used with AT_EMPTY_PATH
+// (Linux 5.8+); older kernels refuse that with EINVAL, and then the link is
+// named by its path.
+func setTimes(o *obj, isLink bool, ts []unix.Timespec) error {
+	if !isLink {
+		return unix.UtimesNanoAt(unix.AT_FDCWD, o.procPath(), ts, 0)
+	}
+	err := unix.UtimesNanoAt(o.fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.EINVAL) && o.path != "" {
+		err = unix.UtimesNanoAt(unix.AT_FDCWD, o.path, ts, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return err
 }
 
 // FSStat describes the file system of an export.
