@@ -136,7 +136,8 @@ func (c *conn) result(t *task, cmd *Command) (*Result, error) {
 }
 
 // Do runs cmd on the session: it waits for a queue-depth slot, and
-// re-issues the command after a lost connection (once logged in again),
+// re-issues the command after a lost connection (once logged in again;
+// ErrUnavailable if that takes longer than Config.ReplacementTimeout),
 // after UNIT ATTENTION (reported once after a new login) and after
 // BUSY/TASK SET FULL, a bounded number of times.
 func (s *Session) Do(ctx context.Context, cmd *Command) (*Result, error) {
@@ -155,9 +156,7 @@ func (s *Session) Do(ctx context.Context, cmd *Command) (*Result, error) {
 		r, err := c.exec(ctx, cmd)
 		if errors.Is(err, errConnLost) {
 			lastErr = err
-			if err := s.reconnect(ctx, c); err != nil {
-				return nil, err
-			}
+			s.connLost(c, err) // current waits for the new login (bounded)
 			continue
 		}
 		if err != nil {

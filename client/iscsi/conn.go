@@ -101,6 +101,13 @@ func (c *conn) fail(err error) {
 	})
 }
 
+// err is why the connection died (nil while it is alive).
+func (c *conn) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadErr
+}
+
 func (c *conn) isDead() bool {
 	select {
 	case <-c.dead:

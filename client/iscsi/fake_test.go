@@ -137,7 +137,7 @@ func (f *fakeTarget) serve(nc net.Conn) {
 }
 
 func fakeCfg(f *fakeTarget) Config {
-	return Config{Portal: f.ln.Addr().String(), Target: "iqn.2026-11.org.example:fake", ReconnectTimeout: 2 * time.Second, PingInterval: -1}
+	return Config{Portal: f.ln.Addr().String(), Target: "iqn.2026-11.org.example:fake", ReplacementTimeout: 2 * time.Second, PingInterval: -1}
 }
 
 // openFake opens a session to f under a one-minute context; both end

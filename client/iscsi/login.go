@@ -62,9 +62,13 @@ type Config struct {
 	NoImmediateData, InitialR2T bool
 	// DialTimeout bounds one TCP connect + login (default 10s).
 	DialTimeout time.Duration
-	// ReconnectTimeout bounds how long a dropped session keeps trying to
-	// log in again before commands fail (default 30s; negative disables).
-	ReconnectTimeout time.Duration
+	// ReplacementTimeout (open-iscsi's replacement_timeout) bounds how long
+	// commands wait for a session that lost its connection to log in
+	// again. After it they fail at once with ErrUnavailable while logins
+	// continue in the background (about once a second) until the target
+	// is back or the session is closed. Default 30s; negative: never log
+	// in again, the first lost connection fails the session for good.
+	ReplacementTimeout time.Duration
 	// PingInterval: after this long without hearing from the target the
 	// connection is probed with a NOP-Out; if nothing arrives within
 	// PingTimeout it is dropped and the session logs in again, so a hung
@@ -119,8 +123,8 @@ func (c *Config) withDefaults() Config {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
 	}
-	if o.ReconnectTimeout == 0 {
-		o.ReconnectTimeout = 30 * time.Second
+	if o.ReplacementTimeout == 0 {
+		o.ReplacementTimeout = 30 * time.Second
 	}
 	if o.PingInterval == 0 {
 		o.PingInterval = 10 * time.Second
@@ -432,7 +436,13 @@ func dialLogin(ctx context.Context, cfg *Config, isid [6]byte, discovery bool) (
 			_ = tc.SetNoDelay(true)
 		}
 		pc := proto.NewConn(nc)
+		// A cancelled ctx (Session.Close during a background login) ends
+		// the login now, not at its deadline: expire the socket.
+		unhook := context.AfterFunc(lctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 		st, err := login(lctx, pc, cfg, isid, discovery)
+		if !unhook() && err == nil {
+			err = lctx.Err() // logged in, but the deadline may now be set: give up
+		}
 		cancel()
 		if err == nil {
 			return pc, st, nil

@@ -94,7 +94,7 @@ func iscsiConfig(raw string, needLUN bool) (iscsi.Config, *iscsi.Address, error)
 		return iscsi.Config{}, nil, fmt.Errorf("--queue-depth %d: want 1..1024", c.QueueDepth)
 	}
 	c.DialTimeout = cfg.GetDuration("timeout")
-	c.ReconnectTimeout = cfg.GetDuration("timeout")
+	c.ReplacementTimeout = cfg.GetDuration("timeout")
 	return c, a, nil
 }
 
