@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tristore/tristore/internal/units"
 )
 
 // Limits used by Validate: anything outside is refused before any
@@ -182,42 +184,43 @@ func (d Dir) validate(name string, mtu int) error {
 	return nil
 }
 
-// ParseRate parses a rate: "100mbit", "1gbit", "12.5MiB/s", "800kbit",
-// "1e9" (bit/s), or "0"/"unlimited". Bits use decimal prefixes; bytes
-// ("B", "KiB", "MiB", "GiB", "kB", "MB", "GB") may be binary or decimal.
+// ParseRate parses a rate in bits per second: "100mbit", "1gbit",
+// "800kbit", "1e9" or "1000000" (a bare number is bit/s, as in tc),
+// "50Mbps" (megabits), "12.5MiB/s" or "1MB/s" (bytes per second: an upper-case
+// B), or "0"/"unlimited". The number and its prefix are read by
+// internal/units, the one parser of every size in tristore: k/M/G/T are
+// powers of 1000 and Ki/Mi/Gi/Ti powers of 1024, with the prefix letter in
+// either case as tc writes it ("mbit" = "Mbit" = 10^6 bit/s, "mibit" =
+// 2^20 bit/s). Unlike tc, where "bps" means bytes per second, "Mbps" is
+// megabits (the usual network meaning); write "MB/s" or "MBps" for bytes.
+// A lower-case "b" alone ("100mb") is refused as ambiguous.
 func ParseRate(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "" || t == "0" || t == "unlimited" || t == "none" {
+	t := strings.TrimSpace(s)
+	switch strings.ToLower(t) {
+	case "", "0", "unlimited", "none":
 		return 0, nil
 	}
-	t = strings.TrimSuffix(t, "/s")
-	if strings.HasSuffix(t, "bps") { // Mbps, kbps: bits, by convention
-		t = strings.TrimSuffix(t, "bps") + "bit"
+	bad := fmt.Errorf("%w: rate %q: want bits per second like 100mbit, 1gbit, 50Mbps or 1e9, bytes per second like 12.5MiB/s or 1MB/s, or 0 for unlimited", ErrInvalid, s)
+	q, err := units.Parse(t)
+	if err != nil {
+		return 0, bad
 	}
-	units := []struct {
-		suf  string
-		mult float64
-	}{
-		{"gibit", 8 * (1 << 30) / 8}, {"mibit", (1 << 20)}, {"kibit", 1 << 10},
-		{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
-		{"gib", 8 * (1 << 30)}, {"mib", 8 * (1 << 20)}, {"kib", 8 * (1 << 10)},
-		{"gb", 8e9}, {"mb", 8e6}, {"kb", 8e3}, {"b", 8},
-		{"g", 1e9}, {"m", 1e6}, {"k", 1e3},
-	}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suf) {
-			t = strings.TrimSuffix(t, u.suf)
-			mult = u.mult
-			break
+	bitsPer := 0.0
+	switch u := q.Unit; {
+	case u == "B" || u == "B/s" || u == "Bps":
+		bitsPer = 8
+	default:
+		switch strings.ToLower(u) {
+		case "", "bit", "bit/s", "bps":
+			bitsPer = 1
 		}
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%w: rate %q: want e.g. 100mbit, 1gbit, 12.5MiB/s or 0 for unlimited", ErrInvalid, s)
+	if bitsPer == 0 {
+		return 0, bad
 	}
-	r := v * mult
-	if r < 0 || r > MaxRate {
+	v, _ := q.Value.Float64()
+	r := v * bitsPer
+	if math.IsInf(r, 0) || r > MaxRate {
 		return 0, fmt.Errorf("%w: rate %q outside 0..100gbit", ErrInvalid, s)
 	}
 	return int64(math.Round(r)), nil

@@ -58,6 +58,8 @@ func TestParseRate(t *testing.T) {
 	cases := map[string]int64{
 		"100mbit": 100e6, "1gbit": 1e9, "12.5MiB/s": Rate12MiB, "800kbit": 800e3,
 		"1e9": 1e9, "0": 0, "unlimited": 0, "50Mbps": 50e6, "1MB/s": 8e6,
+		"100Mbit": 100e6, "1mibit": 1 << 20, "1Mibit": 1 << 20, "64kbit/s": 64e3, "1000000": 1e6, "1GiB/s": 8 << 30,
+		"2MBps": 16e6, "1.5gbit": 1.5e9, "1KiB": 8192,
 	}
 	for in, want := range cases {
 		got, err := ParseRate(in)
@@ -65,7 +67,7 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"fast", "-1mbit", "1000gbit", "NaN", "mbit"} {
+	for _, in := range []string{"fast", "-1mbit", "1000gbit", "NaN", "mbit", "100mb", "1Xbit", "1 2", "Inf", "1e40"} {
 		if _, err := ParseRate(in); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseRate(%q) accepted", in)
 		}

@@ -251,7 +251,7 @@ func lsTarget(ctx context.Context, c iscsi.Config, a *iscsi.Address, name string
 	return rows
 }
 
-// iscsiOffset turns --offset (bytes, humanized) or --lba (in the LUN's
+// iscsiOffset turns --offset (bytes, internal/units syntax) or --lba (in the LUN's
 // blocks) into a byte offset; read and write both take them.
 func iscsiOffset(dev *iscsi.Session, offS string) (int64, error) {
 	off, err := iscsiSize(offS)
@@ -267,7 +267,7 @@ func iscsiOffset(dev *iscsi.Session, offS string) (int64, error) {
 	return off, nil
 }
 
-// iscsiRange turns --offset/--length (bytes, humanized) or --lba/--blocks
+// iscsiRange turns --offset/--length (bytes, internal/units syntax) or --lba/--blocks
 // (in the LUN's blocks) into a block-aligned byte range.
 func iscsiRange(dev *iscsi.Session, offS, lenS string) (int64, int64, error) {
 	off, err := iscsiOffset(dev, offS)
@@ -296,16 +296,9 @@ func iscsiRange(dev *iscsi.Session, offS, lenS string) (int64, int64, error) {
 	return off, n, nil
 }
 
-func iscsiSize(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	v, err := humanize.ParseBytes(s)
-	if err != nil {
-		return 0, err
-	}
-	return int64(v), nil
-}
+// iscsiSize reads --offset, --length, --bs and --span: the internal/units
+// size syntax ("" is 0), like every other size flag.
+func iscsiSize(s string) (int64, error) { return optSize(s) }
 
 func openISCSI(ctx context.Context, raw string) (*iscsi.Session, error) {
 	c, _, err := iscsiConfig(raw, true)
@@ -360,7 +353,7 @@ func newISCSIReadCmd() *cobra.Command {
 		},
 	}
 	iscsiFlags(cmd.Flags())
-	cmd.Flags().String("offset", "0", "byte offset (block-aligned; 4KiB, 1MiB ... accepted)")
+	cmd.Flags().String("offset", "0", "byte offset (block-aligned; 4096, 4Ki, 1MiB: Ki/Mi/Gi are powers of 1024, k/M/G of 1000)")
 	cmd.Flags().String("length", "", "bytes to read (block-aligned; default to the end of the LUN)")
 	cmd.Flags().Int64("lba", -1, "first logical block (instead of --offset)")
 	cmd.Flags().Int64("blocks", -1, "number of blocks (instead of --length)")
@@ -509,7 +502,7 @@ Write patterns overwrite the LUN's data.`,
 	iscsiFlags(cmd.Flags())
 	fs := cmd.Flags()
 	fs.String("pattern", "randread", "randread, randwrite, read, write (comma-separated for several)")
-	fs.String("bs", "4KiB", "I/O size")
+	fs.String("bs", "4KiB", "I/O size (4Ki = 4096, 4k = 4000)")
 	fs.Duration("duration", 10*time.Second, "run time per pattern")
 	fs.String("span", "", "use only the first SPAN bytes of the LUN (default all)")
 	fs.Bool("json", false, "print JSON")

@@ -25,12 +25,12 @@ func init() {
 		Help:   "nfs://host[:port]/export[?mountport=P&rsize=N&wsize=N&access=default|sync|direct]  NFS v3 export",
 		Flags: func(fs *pflag.FlagSet) {
 			fs.Uint16("nfs-mountport", 0, "nfs: MOUNT port if not the NFS port (ganesha/knfsd: 20048); URL mountport= wins")
-			fs.Uint32("nfs-rsize", 1<<20, "nfs: READ size in bytes (capped by the server's FSINFO); URL rsize= wins")
-			fs.Uint32("nfs-wsize", 1<<20, "nfs: WRITE size in bytes (capped by the server's FSINFO); URL wsize= wins")
+			sizeFlag(fs, "nfs-rsize", 1<<20, "nfs: READ size (capped by the server's FSINFO); URL rsize= (bytes) wins")
+			sizeFlag(fs, "nfs-wsize", 1<<20, "nfs: WRITE size (capped by the server's FSINFO); URL wsize= (bytes) wins")
 			fs.String("nfs-access", "default", "nfs: access form for every open: default (per open flags: O_DIRECT, O_SYNC, else write-back), sync (all writes FILE_SYNC), direct (no page cache, write-through); URL access= wins")
 			fs.Duration("nfs-attr-timeout", time.Second, "nfs: how long the kernel caches attributes and names (0 = no caching)")
-			fs.Int("nfs-write-behind", 8<<20, "nfs: bytes an open file buffers before sending them UNSTABLE (default access form; the client's write buffer, seed 003)")
-			fs.Int("nfs-commit-every", 64<<20, "nfs: uncommitted bytes per open file that force a COMMIT before close/fsync")
+			sizeFlag(fs, "nfs-write-behind", 8<<20, "nfs: bytes an open file buffers before sending them UNSTABLE (default access form; the client's write buffer, seed 003)")
+			sizeFlag(fs, "nfs-commit-every", 64<<20, "nfs: uncommitted bytes per open file that force a COMMIT before close/fsync")
 			fs.Bool("nfs-caller-creds", true, "nfs: send each calling process's uid/gid/groups (AUTH_SYS) like the kernel client, so the server's permissions and root_squash apply per user; false: one identity (the URL's uid/gid or this process's) for all, owners set by SETATTR")
 			fs.Bool("nfs-debug", false, "nfs: log every FUSE request")
 		},
@@ -43,8 +43,13 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 	if p := cfg.GetUint("nfs-mountport"); p != 0 {
 		defaults.Set("mountport", strconv.FormatUint(uint64(p), 10))
 	}
-	defaults.Set("rsize", strconv.FormatUint(uint64(cfg.GetUint32("nfs-rsize")), 10))
-	defaults.Set("wsize", strconv.FormatUint(uint64(cfg.GetUint32("nfs-wsize")), 10))
+	for _, k := range []string{"rsize", "wsize"} {
+		n, err := cfgSize("nfs-"+k, 0, 1<<32-1)
+		if err != nil {
+			return err
+		}
+		defaults.Set(k, strconv.FormatInt(n, 10))
+	}
 	defaults.Set("access", cfg.GetString("nfs-access"))
 	nu, err := nfsURLFrom(u, defaults)
 	if err != nil {
@@ -76,8 +81,16 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		}
 		root = fh
 	}
-	if wb, ce := cfg.GetInt("nfs-write-behind"), cfg.GetInt("nfs-commit-every"); wb < 4096 || ce < wb {
-		return fmt.Errorf("--nfs-write-behind %d must be >= 4096 and <= --nfs-commit-every %d", wb, ce)
+	wb, err := cfgSize("nfs-write-behind", 4096, 1<<40)
+	if err != nil {
+		return err
+	}
+	ce, err := cfgSize("nfs-commit-every", 4096, 1<<40)
+	if err != nil {
+		return err
+	}
+	if ce < wb {
+		return fmt.Errorf("--nfs-write-behind %d must be <= --nfs-commit-every %d", wb, ce)
 	}
 	at := cfg.GetDuration("nfs-attr-timeout")
 	tree, err := nfstree.New(s.C, nfstree.Options{
@@ -86,8 +99,8 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		Form:        form,
 		Debug:       cfg.GetBool("nfs-debug"),
 		CallerCreds: cfg.GetBool("nfs-caller-creds"),
-		WriteBehind: cfg.GetInt("nfs-write-behind"),
-		CommitEvery: cfg.GetInt("nfs-commit-every"),
+		WriteBehind: int(wb),
+		CommitEvery: int(ce),
 		FsName:      "nfs://" + nu.Addr + nu.Path,
 		Root:        root,
 	})

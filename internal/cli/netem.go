@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tristore/tristore/internal/units"
 	"github.com/tristore/tristore/netem"
 )
 
@@ -112,11 +112,11 @@ func linkConfig() (netem.Config, error) {
 			d.Loss = v
 		}
 		if s := cfg.GetString(prefix + "queue"); s != "" {
-			v, err := parseBytes(s)
-			if err != nil {
-				return fmt.Errorf("%w: --%squeue %q: want bytes like 65536 or 64KiB", netem.ErrInvalid, prefix, s)
+			v, err := units.ParseSize(s)
+			if err != nil || v > 1<<40 {
+				return fmt.Errorf("%w: --%squeue %q: want bytes like 65536, 64Ki (65536) or 64k (64000), at most 1TiB: %v", netem.ErrInvalid, prefix, s, err)
 			}
-			d.Queue = v
+			d.Queue = int(v)
 		}
 		return nil
 	}
@@ -152,26 +152,6 @@ func linkConfig() (netem.Config, error) {
 	}
 	c.Seed = cfg.GetUint64("seed")
 	return c, c.Validate()
-}
-
-// parseBytes reads 65536, 64k, 64KiB, 1MiB, 1.5MB.
-func parseBytes(s string) (int, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1.0
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSuffix(t, u.suf), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || v*mult > 1<<40 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return int(v * mult), nil
 }
 
 func describeLink(c netem.Config) string {

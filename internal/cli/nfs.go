@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tristore/tristore/client/nfs"
+	"github.com/tristore/tristore/internal/units"
 )
 
 // `tristore nfs ls|cat|put|get|bench URL`: small commands over the
@@ -459,7 +460,7 @@ func newNFSRmCmd() *cobra.Command {
 
 func newNFSBenchCmd() *cobra.Command {
 	var files int
-	var fileSize, seqSize int
+	fileSize, seqSize := units.Size(4096), units.Size(64<<20)
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "bench URL",
@@ -473,7 +474,7 @@ It prints one line per phase, or JSON with --json.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
-				res, err := runNFSBench(ctx, s, files, fileSize, seqSize)
+				res, err := runNFSBench(ctx, s, files, int(fileSize), int(seqSize))
 				if err != nil {
 					return err
 				}
@@ -482,16 +483,16 @@ It prints one line per phase, or JSON with --json.`,
 					enc.SetIndent("", "  ")
 					return enc.Encode(res)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "creates   %d x %d B: %.1f files/s\n", files, fileSize, res.CreatesPerSec)
-				fmt.Fprintf(cmd.OutOrStdout(), "seq write %d MiB: %.1f MB/s\n", seqSize>>20, res.WriteMBps)
-				fmt.Fprintf(cmd.OutOrStdout(), "seq read  %d MiB: %.1f MB/s\n", seqSize>>20, res.ReadMBps)
+				fmt.Fprintf(cmd.OutOrStdout(), "creates   %d x %d B: %.1f files/s\n", files, int64(fileSize), res.CreatesPerSec)
+				fmt.Fprintf(cmd.OutOrStdout(), "seq write %s: %.1f MB/s\n", units.FormatIEC(int64(seqSize)), res.WriteMBps)
+				fmt.Fprintf(cmd.OutOrStdout(), "seq read  %s: %.1f MB/s\n", units.FormatIEC(int64(seqSize)), res.ReadMBps)
 				return nil
 			})
 		},
 	}
 	cmd.Flags().IntVar(&files, "files", 1000, "number of small files to create")
-	cmd.Flags().IntVar(&fileSize, "file-size", 4096, "size of each small file in bytes")
-	cmd.Flags().IntVar(&seqSize, "seq-size", 64<<20, "size of the sequential file in bytes")
+	cmd.Flags().Var(&fileSize, "file-size", "size of each small file (4096, 4Ki, 1MiB ...)")
+	cmd.Flags().Var(&seqSize, "seq-size", "size of the sequential file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print results as JSON")
 	return cmd
 }

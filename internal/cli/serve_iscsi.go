@@ -29,8 +29,8 @@ func init() {
 			fs.String("iscsi-chap-mutual-secret", "", "mutual CHAP: the target's secret")
 			fs.String("iscsi-chap-file", "", "per-target CHAP file: lines \"IQN USER SECRET [MUTUAL-USER MUTUAL-SECRET]\" (\"*\" = default)")
 			fs.Int("iscsi-queue-depth", 128, "commands in flight per session (CmdSN window)")
-			fs.Int("iscsi-max-recv-data-segment", 256<<10, "MaxRecvDataSegmentLength the target declares (bytes)")
-			fs.Int("iscsi-max-burst", 1<<20, "MaxBurstLength the target offers (bytes)")
+			sizeFlag(fs, "iscsi-max-recv-data-segment", 256<<10, "MaxRecvDataSegmentLength the target declares (512 to 2^24-1 bytes, RFC 7143)")
+			sizeFlag(fs, "iscsi-max-burst", 1<<20, "MaxBurstLength the target offers (512 to 2^24-1 bytes)")
 			fs.Duration("iscsi-nop-interval", 30*time.Second, "ping idle connections with NOP-In this often (0 disables)")
 		},
 		Build: buildISCSI,
@@ -58,14 +58,22 @@ func buildISCSI(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 			return nil, err
 		}
 	}
+	mrdsl, err := cfgSize("iscsi-max-recv-data-segment", 512, 1<<24-1)
+	if err != nil {
+		return nil, err
+	}
+	burst, err := cfgSize("iscsi-max-burst", 512, 1<<24-1)
+	if err != nil {
+		return nil, err
+	}
 	return iscsitgt.New(iscsitgt.Config{
 		Store:                    env.Store,
 		Log:                      env.Log,
 		CHAP:                     chap,
 		PerTarget:                per,
 		QueueDepth:               cfg.GetInt("iscsi-queue-depth"),
-		MaxRecvDataSegmentLength: cfg.GetInt("iscsi-max-recv-data-segment"),
-		MaxBurstLength:           cfg.GetInt("iscsi-max-burst"),
+		MaxRecvDataSegmentLength: int(mrdsl),
+		MaxBurstLength:           int(burst),
 		NopInterval:              cfg.GetDuration("iscsi-nop-interval"),
 	})
 }
