@@ -36,6 +36,11 @@ var (
 	ErrNotSupported      = errors.New("operation not supported by this backend")
 	// ErrPreconditionFailed: a conditional write lost, e.g. PutIfAbsent found the key present.
 	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrInUse: the object is a block volume being served (an iSCSI LUN
+	// with a logged-in initiator), so it may be read and written in place
+	// but not replaced, truncated, renamed or deleted; see package
+	// store/inuse for the lock that decides it.
+	ErrInUse = errors.New("in use as a served block volume")
 )
 
 // MinPartSize is the smallest size of any multipart part except the last, as in S3.

@@ -129,6 +129,13 @@ func (fs *FS) SetAttrs(c Cred, h Handle, s SetAttr, guard *time.Time) (before, a
 	if err := fs.writable(); err != nil {
 		return before, after, err
 	}
+	if s.Size != nil && *s.Size != before.Size {
+		held, err := holdObj(o) // a served volume keeps its size
+		if err != nil {
+			return before, after, err
+		}
+		defer held.Release()
+	}
 	err = fs.as(c, func() error { return fs.applyAttrs(o, c, s) })
 	if err == nil && !fs.async && o.st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		err = fsyncObj(o) // SETATTR is durable before the reply (RFC 1813)

@@ -143,6 +143,14 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 	if s.Mode != nil {
 		perm = *s.Mode & 0o7777
 	}
+	if mode == CreateUnchecked && s.Size != nil {
+		// An existing file would be truncated: not a served volume.
+		held, err := holdName(o.fd, name)
+		if err != nil {
+			return nil, Attr{}, dc, err
+		}
+		defer held.Release()
+	}
 	err = fs.as(c, func() error {
 		fd, err := unix.Openat(o.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if errors.Is(err, unix.EEXIST) {
@@ -339,6 +347,13 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		}
 		return dc, err
 	}
+	if flags == 0 {
+		held, err := holdName(o.fd, name) // a served volume is not removed
+		if err != nil {
+			return dc, err
+		}
+		defer held.Release()
+	}
 	var st unix.Stat_t
 	haveSt := fs.index != nil && unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 	err = fs.as(c, func() error { return unix.Unlinkat(o.fd, name, flags) })
@@ -383,6 +398,21 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 			err = unix.EINVAL
 		}
 		return from, to, err
+	}
+	// A served volume is neither moved away nor replaced.
+	src, err := holdName(fo.fd, fromName)
+	if err != nil {
+		return from, to, err
+	}
+	defer src.Release()
+	var tst unix.Stat_t
+	if src == nil || unix.Fstatat(to0.fd, toName, &tst, unix.AT_SYMLINK_NOFOLLOW) != nil || !src.Same(&tst) {
+		// (Renaming a file onto another link of itself changes nothing.)
+		dst, err := holdName(to0.fd, toName)
+		if err != nil {
+			return from, to, err
+		}
+		defer dst.Release()
 	}
 	err = fs.as(c, func() error {
 		if err := unix.Renameat(fo.fd, fromName, to0.fd, toName); err != nil {

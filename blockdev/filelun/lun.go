@@ -40,7 +40,7 @@ type LUN struct {
 	size    atomic.Int64
 	closed  atomic.Bool
 	release func()         // drops the in-use lock, if any
-	mapf    *os.File       // read-only view of the volume file for SEEK_DATA/SEEK_HOLE, if local
+	mapf    *os.File       // the descriptor holding the served lock (store/inuse), also used for SEEK_DATA/SEEK_HOLE; nil if not local
 	writes  chan *writeReq // to the writer goroutine; unbuffered (see WriteAt)
 	wmu     sync.Mutex     // held around every plain pwrite
 	pending atomic.Int32   // plain writes in WriteAt

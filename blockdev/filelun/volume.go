@@ -14,8 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tristore/tristore/internal/units"
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/inuse"
 )
 
 // Volumes.
@@ -32,12 +35,20 @@ import (
 // Volume names are 1-64 characters of [a-z0-9-], starting with a letter
 // or digit, so that "iqn...:BUCKET:NAME" is a valid iSCSI name.
 //
-// In use: a running target holds a shared flock on the volume file (when
-// the store is a local tree, store.LocalPather); shrinking or deleting a
-// volume takes the lock exclusively without waiting and fails with
-// ErrInUse instead of pulling blocks from under a live initiator. Growing
-// is allowed live: the target notices the new size and reports a
-// CAPACITY DATA HAS CHANGED unit attention.
+// In use: a running target holds the served lock of store/inuse on the
+// volume file while an initiator is logged in (when the store is a local
+// tree, store.LocalPather). Shrinking or deleting a volume takes the change
+// lock and fails with ErrInUse instead of pulling blocks from under a live
+// initiator, and so does every other view of the tree (S3 PUT/DELETE, NFS
+// REMOVE/RENAME/truncate), because the same lock is checked in store/posix
+// and vfs. Growing is allowed live: the target notices the new size and
+// reports a CAPACITY DATA HAS CHANGED unit attention.
+//
+// Broken volumes: the object of a registered volume can still disappear
+// behind tristore's back (rm(1) in the tree, an S3 DELETE while it was not
+// served). List reports such a volume with State "broken" rather than
+// failing, so one lost volume never hides the others (discovery, `volume
+// list`), and Delete removes its registration.
 
 // ConfigName is the bucket config document holding the volume registry.
 const ConfigName = "iscsi-volumes"
@@ -47,8 +58,10 @@ var (
 	ErrNotVolume = errors.New("not a volume")
 	// ErrVolumeExists is returned by Create when the name is taken.
 	ErrVolumeExists = errors.New("volume already exists")
-	// ErrInUse is returned when a volume to shrink or delete is being served.
-	ErrInUse = errors.New("volume is in use by a running target")
+	// ErrInUse is returned when a volume to shrink or delete is being
+	// served. It is store.ErrInUse, which every view returns for the same
+	// reason, so errors.Is matches either name.
+	ErrInUse = store.ErrInUse
 	// ErrBadName is returned for an invalid volume name.
 	ErrBadName = errors.New("invalid volume name (want 1-64 of a-z, 0-9, '-')")
 	// ErrBadSize is returned for a size that is zero, negative or not block-aligned.
@@ -63,7 +76,20 @@ type Info struct {
 	Allocated int64     `json:"allocated"` // bytes on disk; -1 if unknown
 	Serial    string    `json:"serial"`
 	Created   time.Time `json:"created"`
+	// State is StateOK, or StateBroken when the registered object is
+	// missing or unreadable (Problem says why; Size is then -1).
+	State   string `json:"state"`
+	Problem string `json:"problem,omitempty"`
+	// Served: a target has the volume open (an initiator is logged in),
+	// so no view may replace, truncate or delete it.
+	Served bool `json:"served"`
 }
+
+// Volume states (Info.State).
+const (
+	StateOK     = "ok"
+	StateBroken = "broken"
+)
 
 type regEntry struct {
 	Serial  string `json:"serial"`
@@ -206,7 +232,7 @@ func Create(ctx context.Context, st Store, bucket, name string, size int64) (Inf
 		st.Delete(ctx, bucket, name)
 		return Info{}, err
 	}
-	return Info{Bucket: bucket, Name: name, Size: size, Allocated: allocated(st, bucket, name), Serial: e.Serial, Created: time.Unix(e.Created, 0)}, nil
+	return Info{Bucket: bucket, Name: name, Size: size, Allocated: allocated(st, bucket, name), Serial: e.Serial, Created: time.Unix(e.Created, 0), State: StateOK}, nil
 }
 
 // Get returns one volume's info.
@@ -232,10 +258,19 @@ func info(ctx context.Context, st Store, bucket, name string, e regEntry) (Info,
 	if err != nil {
 		return Info{}, err
 	}
-	return Info{Bucket: bucket, Name: name, Size: sz, Allocated: allocated(st, bucket, name), Serial: e.Serial, Created: time.Unix(e.Created, 0)}, nil
+	served := false
+	if p, ok := localPath(st, bucket, name); ok {
+		served = inuse.Served(p)
+	}
+	return Info{Bucket: bucket, Name: name, Size: sz, Allocated: allocated(st, bucket, name), Serial: e.Serial,
+		Created: time.Unix(e.Created, 0), State: StateOK, Served: served}, nil
 }
 
-// List returns the volumes of bucket ("" for every bucket), sorted.
+// List returns the volumes of bucket ("" for every bucket), sorted. A
+// volume whose object is missing or unreadable is listed with State
+// StateBroken, not as an error. Listing every bucket skips a bucket whose
+// registry cannot be read and returns the others together with an error
+// naming it; callers show what they got and report the error.
 func List(ctx context.Context, st Store, bucket string) ([]Info, error) {
 	var buckets []string
 	if bucket != "" {
@@ -250,10 +285,17 @@ func List(ctx context.Context, st Store, bucket string) ([]Info, error) {
 		}
 	}
 	var out []Info
+	var errs []error
 	for _, b := range buckets {
 		reg, err := readRegistry(ctx, st, b)
 		if err != nil {
-			return nil, err
+			if bucket != "" {
+				return nil, err
+			}
+			if !errors.Is(err, store.ErrNoSuchBucket) { // else: deleted since ListBuckets
+				errs = append(errs, fmt.Errorf("bucket %s: %w", b, err))
+			}
+			continue
 		}
 		names := make([]string, 0, len(reg))
 		for n := range reg {
@@ -263,12 +305,17 @@ func List(ctx context.Context, st Store, bucket string) ([]Info, error) {
 		for _, n := range names {
 			in, err := info(ctx, st, b, n, reg[n])
 			if err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				e := reg[n]
+				in = Info{Bucket: b, Name: n, Size: -1, Allocated: -1, Serial: e.Serial, Created: time.Unix(e.Created, 0),
+					State: StateBroken, Problem: err.Error()}
 			}
 			out = append(out, in)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Resize changes a volume's size. Growing is always allowed; shrinking
@@ -282,11 +329,11 @@ func Resize(ctx context.Context, st Store, bucket, name string, size int64) (Inf
 		return Info{}, err
 	}
 	if size < old.Size {
-		unlock, _, err := lockVolume(st, bucket, name, true)
+		held, err := lockChange(st, bucket, name)
 		if err != nil {
 			return Info{}, err
 		}
-		defer unlock()
+		defer held.Release()
 	}
 	f, err := st.OpenFile(ctx, bucket, name, os.O_RDWR, 0)
 	if err != nil {
@@ -303,7 +350,9 @@ func Resize(ctx context.Context, st Store, bucket, name string, size int64) (Inf
 }
 
 // Delete removes a volume (its object and registry entry). It fails with
-// ErrInUse while a target serves it.
+// ErrInUse while a target serves it. A broken volume (object missing or not
+// a file) loses its registration; whatever is at its name that is not a
+// regular file is left alone.
 func Delete(ctx context.Context, st Store, bucket, name string) error {
 	reg, err := readRegistry(ctx, st, bucket)
 	if err != nil {
@@ -312,11 +361,11 @@ func Delete(ctx context.Context, st Store, bucket, name string) error {
 	if _, ok := reg[name]; !ok {
 		return fmt.Errorf("%s/%s: %w", bucket, name, ErrNotVolume)
 	}
-	unlock, _, err := lockVolume(st, bucket, name, true)
+	held, err := lockChange(st, bucket, name)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer held.Release()
 	if err := st.Delete(ctx, bucket, name); err != nil && !errors.Is(err, store.ErrNoSuchKey) {
 		return err
 	}
@@ -330,10 +379,12 @@ func Open(ctx context.Context, st Store, bucket, name string) (*LUN, Info, error
 	if err != nil {
 		return nil, Info{}, err
 	}
-	unlock, lockf, err := lockVolume(st, bucket, name, false)
+	unlock, lockf, err := lockServe(st, bucket, name)
 	if err != nil {
 		return nil, Info{}, err
 	}
+	// The served lock keeps every changer away from the name, so this
+	// opens the very inode locked above.
 	f, err := st.OpenFile(ctx, bucket, name, os.O_RDWR, 0)
 	if err != nil {
 		unlock()
@@ -372,29 +423,36 @@ func allocated(st store.Store, bucket, name string) int64 {
 	return s.Blocks * 512
 }
 
-// lockVolume takes a shared (target) or exclusive (shrink/delete) flock on
-// the volume file without waiting. It also returns the read-only file
-// holding the lock (nil when the store has no local files), which the LUN
-// uses to find holes. Stores without local files get no lock.
-func lockVolume(st store.Store, bucket, name string, exclusive bool) (func(), *os.File, error) {
+// lockServe takes the served lock of store/inuse on the volume file. It
+// also returns the file holding the lock (nil when the store has no local
+// files), which the LUN uses to find holes. Stores without local files get
+// no lock.
+func lockServe(st store.Store, bucket, name string) (func(), *os.File, error) {
 	p, ok := localPath(st, bucket, name)
 	if !ok {
 		return func() {}, nil, nil
 	}
-	f, err := os.Open(p)
+	f, err := inuse.Serve(p)
 	if err != nil {
-		return nil, nil, err
-	}
-	how := syscall.LOCK_SH
-	if exclusive {
-		how = syscall.LOCK_EX
-	}
-	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil, fmt.Errorf("%s/%s: %w (stop `tristore serve` or only grow it)", bucket, name, ErrInUse)
+		if errors.Is(err, store.ErrInUse) {
+			return nil, nil, fmt.Errorf("%s/%s: %w", bucket, name, err)
 		}
 		return nil, nil, err
 	}
 	return func() { f.Close() }, f, nil
+}
+
+// lockChange takes the change lock of store/inuse on the volume file, for
+// a shrink or delete; it fails with ErrInUse while the volume is served.
+// A missing object needs no lock (nil).
+func lockChange(st store.Store, bucket, name string) (*inuse.Change, error) {
+	p, ok := localPath(st, bucket, name)
+	if !ok {
+		return nil, nil
+	}
+	held, err := inuse.ChangeAt(unix.AT_FDCWD, p)
+	if errors.Is(err, store.ErrInUse) {
+		return nil, fmt.Errorf("%s/%s: %w (log its initiators out or stop `tristore serve`; growing is allowed live)", bucket, name, err)
+	}
+	return held, err
 }

@@ -35,6 +35,13 @@ func statusOf(err error) nfs3.Status {
 		return nfs3.ErrBadCookie
 	case errors.Is(err, store.ErrNoSpace):
 		return nfs3.ErrNoSpc
+	case errors.Is(err, store.ErrInUse):
+		// REMOVE, RENAME or a size change of a served block volume.
+		// ACCES, not JUKEBOX: JUKEBOX means "busy for a moment, retry",
+		// and a client (the Linux kernel's, ours) would retry for as
+		// long as the volume stays served, hanging rm(1) for hours
+		// instead of telling the user. ACCES fails the call at once.
+		return nfs3.ErrAcces
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {

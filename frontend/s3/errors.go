@@ -72,6 +72,13 @@ var (
 	ErrMetadataTooLarge      = &APIError{"MetadataTooLarge", http.StatusBadRequest, "Your metadata headers exceed the maximum allowed metadata size."}
 	ErrSignatureDoesNotMatch = &APIError{"SignatureDoesNotMatch", http.StatusForbidden, "The request signature we calculated does not match the signature you provided."}
 	ErrInvalidAccessKeyID    = &APIError{"InvalidAccessKeyId", http.StatusForbidden, "The AWS Access Key Id you provided does not exist in our records."}
+	// ErrVolumeInUse: PUT, CopyObject, CompleteMultipartUpload or DELETE
+	// onto an object that is a block volume being served over iSCSI. 409
+	// OperationAborted ("a conflicting operation is in progress on this
+	// resource") because it is a conflict that ends when the initiators
+	// log out, not a matter of permissions (403 would send users hunting
+	// for a wrong key or policy); SDKs do not retry it.
+	ErrVolumeInUse = &APIError{"OperationAborted", http.StatusConflict, "The object is a block volume being served over iSCSI: it cannot be replaced or deleted while an initiator is logged in to it. Log the initiators out first; delete a volume with `tristore volume delete`."}
 )
 
 // withMessage returns a copy of e with a more specific message.
@@ -140,6 +147,8 @@ func toAPIError(err error) *APIError {
 		return ErrBadDigest
 	case errors.Is(err, store.ErrPreconditionFailed):
 		return ErrPreconditionFailed
+	case errors.Is(err, store.ErrInUse):
+		return ErrVolumeInUse
 	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ErrInsufficientStorage
 	case errors.Is(err, store.ErrReadOnly), errors.Is(err, syscall.EROFS):

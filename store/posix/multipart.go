@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/inuse"
 )
 
 // Multipart uploads live in .tristore/multipart/<uploadID>/: info.json
@@ -259,6 +260,10 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	target := b.objPath(bucket, key)
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return store.ObjectInfo{}, fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, key)
+	}
+	if inuse.Served(target) {
+		// Before concatenating the parts; publish decides races.
+		return store.ObjectInfo{}, fmt.Errorf("%s/%s: %w", bucket, key, store.ErrInUse)
 	}
 	f, changed, err := b.tempFor(bucket, target)
 	if err != nil {

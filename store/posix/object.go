@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/inuse"
 )
 
 // copyBufSize is the chunk size for PUT bodies: big enough that a 4 MiB
@@ -169,6 +170,17 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
+	// A served volume must never be replaced under its LUN (store/inuse):
+	// hold the change lock on the file being replaced across the rename.
+	// (A no-replace publish never replaces anything.)
+	var held *inuse.Change
+	var err error
+	if !noReplace {
+		if held, err = inuse.ChangeAt(unix.AT_FDCWD, target); err != nil {
+			return fail(inUseErr(err, target))
+		}
+		defer held.Release()
+	}
 	var unlock func()
 	if !b.useXattr {
 		// Sidecar and rename are two steps: keep writers of the key in
@@ -190,7 +202,6 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 			return fail(err)
 		}
 	}
-	var err error
 	if noReplace {
 		err = renameNoReplace(tmp, target)
 	} else {
@@ -237,6 +248,10 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 	}
 	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
 		return store.ObjectInfo{}, fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, key)
+	}
+	if inuse.Served(p) {
+		// Refuse before reading the body; publish decides races.
+		return store.ObjectInfo{}, fmt.Errorf("%s/%s: %w", bucket, key, store.ErrInUse)
 	}
 	f, changed, err := b.tempFor(bucket, p)
 	if err != nil {
@@ -373,6 +388,11 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
 	}
+	held, err := inuse.ChangeAt(int(d.Fd()), name)
+	if err != nil {
+		return inUseErr(err, p)
+	}
+	defer held.Release()
 	if !b.useXattr {
 		l := b.keyLock(p)
 		l.Lock()
@@ -387,6 +407,15 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 	}
 	removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
 	return nil
+}
+
+// inUseErr names the object in a store.ErrInUse from store/inuse; other
+// errors of taking the lock are file-system errors.
+func inUseErr(err error, p string) error {
+	if errors.Is(err, store.ErrInUse) {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return fsErr(err)
 }
 
 // UpdateMeta replaces the metadata of an existing object, keeping its
