@@ -5,7 +5,7 @@
 // (min / median / max per side, ratio of same-run medians), so no script
 // computes its own summary and every published figure traces to a file.
 //
-//	benchtable machine -o RAW -bench NAME -command CMD [-ours SIDE] [-peer SIDE=VERSION]... [-note TEXT]...
+//	benchtable machine -o RAW -bench NAME -command CMD [-commit C] [-ours SIDE] [-peer SIDE=VERSION]... [-note TEXT]...
 //	benchtable record  -o RAW -round N -side SIDE -load-before "$(cat /proc/loadavg)" \
 //	                   [-json FILE|-] [-f NAME=PATH]... [-v NAME=NUMBER]...
 //	benchtable table   [-ours SIDE] RAW
@@ -56,6 +56,7 @@ func cmdMachine(args []string) error {
 	bench := fs.String("bench", "", "benchmark name")
 	command := fs.String("command", "", "the exact command that produced this run")
 	ours := fs.String("ours", "tristore", "the side ratios are taken from")
+	commit := fs.String("commit", "", "the commit that was built (default: git's HEAD, +dirty if the tree has changes)")
 	var peers, notes multi
 	fs.Var(&peers, "peer", "SIDE=VERSION of a side (repeatable)")
 	fs.Var(&notes, "note", "a line of context printed under the table caption (repeatable)")
@@ -69,7 +70,10 @@ func cmdMachine(args []string) error {
 	if err != nil {
 		return fmt.Errorf("machine: %w", err)
 	}
-	rec := Record{Type: "machine", Bench: *bench, Time: now(), Command: *command, Commit: gitCommit(),
+	if *commit == "" {
+		*commit = gitCommit()
+	}
+	rec := Record{Type: "machine", Bench: *bench, Time: now(), Command: *command, Commit: *commit,
 		Ours: *ours, Notes: notes, Machine: m, Peers: map[string]string{}}
 	for _, p := range peers {
 		k, v, err := parseSpec(p)

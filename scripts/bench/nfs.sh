@@ -1,73 +1,99 @@
 #!/usr/bin/env bash
-# NFS v3 benchmark (issue 4): tristore's userspace client against tristore's
-# server and against nfs-ganesha (VFS FSAL), same disk, same run.
+# NFS v3 benchmark: tristore's server vs nfs-ganesha (VFS FSAL), same disk,
+# same run, interleaved rounds, with two clients: tristore's userspace client
+# (`tristore nfs bench`, client/nfs) and libnfs's nfs-cp.
 #
 #   sudo scripts/bench/nfs.sh [ROUNDS] [FILES]      # defaults: 3 rounds, 1000 files
 #
-# Per round and server, `tristore nfs bench` measures
-#   creates/s  FILES files of 4 KiB, each CREATE + WRITE + COMMIT (durable)
-#   write MB/s one 64 MiB file, parallel UNSTABLE WRITEs + COMMIT
-#   read MB/s  the same file read back with parallel READs (verified)
+# Per round, each server (the order rotates by one per round):
+#   tristore nfs bench: creates/s of FILES files of 4 KiB, each CREATE + WRITE
+#                       (+ COMMIT) durable before the next; one 64 MiB file
+#                       written with parallel UNSTABLE WRITEs + COMMIT, and
+#                       read back with parallel READs (verified);
+#   nfs-cp:             a 64 MiB random file uploaded to a new file and
+#                       downloaded back (checked by sha256).
 # Both servers run in one private network namespace (ganesha needs rpcbind,
-# which listens everywhere) and export directories under one work directory
-# on the same file system (BENCH_DIR, default /var/tmp). The servers are
-# measured alternately, so background load hits both alike. Output: one JSON
-# line per measurement in $OUT (default ./nfs-bench.jsonl) and a median
-# summary on stdout.
+# which listens everywhere; scripts/bench/nfs-ganesha.sh sets it up) and
+# export directories under one work directory on the same file system
+# (BENCH_DIR, default /var/tmp). tristore's export is the default (sync:
+# namespace changes are on disk before the reply). Any failed measurement
+# fails the run. Raw rounds: docs/bench/raw/nfs-<time>.jsonl; the table is
+# printed at the end.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+BENCH_NAME=nfs
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
 ROUNDS=${1:-3}
 FILES=${2:-1000}
-OUT=${OUT:-$PWD/nfs-bench.jsonl}
-[ "$(id -u)" -eq 0 ] || { echo "nfs.sh: needs root (network namespace, ganesha)" >&2; exit 1; }
-for c in ganesha.nfsd rpcbind ip unshare python3; do
-  command -v "$c" >/dev/null || { echo "nfs.sh: $c missing (run scripts/deps.sh)" >&2; exit 1; }
-done
+SERVE_PID=""
+WORK=""
+NS="tsnfsbench-$$"
+cleanup() {
+  if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null || true; wait "$SERVE_PID" 2>/dev/null || true; fi
+  if [ -n "$WORK" ]; then
+    scripts/bench/nfs-ganesha.sh stop "$NS" "$WORK/ganesha" || true
+    rm -rf "$WORK"
+  fi
+}
+bench_need_root "network namespace, ganesha"
+bench_need_cmd ganesha.nfsd "apt-get install nfs-ganesha nfs-ganesha-vfs"
+bench_need_cmd rpcbind "apt-get install rpcbind"
+bench_need_cmd nfs-cp "apt-get install libnfs-utils"
+for c in ip unshare sha256sum; do bench_need_cmd "$c" "apt-get install iproute2 util-linux coreutils"; done
 
 WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/tristore-nfs-bench.XXXXXX")
-NS="tsnfsbench-$$"
+bench_start "$WORK"
 BIN="$WORK/tristore"
-SERVE_PID=""
-cleanup() {
-  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null || true
-  scripts/bench/nfs-ganesha.sh stop "$NS" "$WORK/ganesha" || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-go build -o "$BIN" ./cmd/tristore
-scripts/bench/nfs-ganesha.sh start "$NS" "$WORK/ganesha"
+scripts/bench/nfs-ganesha.sh start "$NS" "$WORK/ganesha" >/dev/null || bench_fail "ganesha did not start"
 mkdir -p "$WORK/data/bench"
-extra=()
-"$BIN" serve --help 2>&1 | grep -q -- '--iscsi-addr' && extra+=(--iscsi-addr off)
 ip netns exec "$NS" "$BIN" serve --data "$WORK/data" --nfs-addr 127.0.0.1:2050 --s3-addr off \
-  --admin-addr off "${extra[@]}" --ready-file "$WORK/ready.json" --log-level warn &
+  --admin-addr off --iscsi-addr off --ready-file "$WORK/ready.json" --log-level warn >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
-for i in $(seq 1 300); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
-[ -s "$WORK/ready.json" ] || { echo "tristore serve did not start" >&2; exit 1; }
+for _ in $(seq 1 300); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
+[ -s "$WORK/ready.json" ] || bench_fail "tristore serve did not start: $(tail -3 "$WORK/serve.log")"
 
 declare -A URL=(
   [tristore]="nfs://127.0.0.1:2050/bench"
   [ganesha]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048"
 )
-: >"$OUT"
-echo "machine: $(nproc) cores, $(uname -r), $(df -h "$WORK" | awk 'NR==2{print $1}') ($(findmnt -no FSTYPE -T "$WORK"))"
+cpurl() { # server file: the URL form libnfs's nfs-cp wants
+  case $1 in
+  tristore) echo "nfs://127.0.0.1/bench/$2?nfsport=2050&mountport=2050&version=3" ;;
+  ganesha) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
+  esac
+}
+head -c $((64 << 20)) /dev/urandom >"$WORK/src.bin"
+SUM=$(sha256sum <"$WORK/src.bin" | cut -d' ' -f1)
+
+ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
+bench_machine "sudo scripts/bench/nfs.sh $ROUNDS $FILES" \
+  -peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)" \
+  -note "Both exports on one $(findmnt -no FSTYPE -T "$WORK") file system, one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
+
+now() { date +%s.%N; }
+mbps() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", 67.108864 / (b - a) }'; }
 for r in $(seq 1 "$ROUNDS"); do
-  for s in tristore ganesha; do
-    ip netns exec "$NS" "$BIN" nfs bench --json --files "$FILES" --file-size 4096 --seq-size $((64 << 20)) "${URL[$s]}" |
-      python3 -c "import json,sys; d=json.load(sys.stdin); d['server_name']='$s'; d['round']=$r; print(json.dumps(d))" >>"$OUT"
-    tail -1 "$OUT"
+  for s in $(bench_order "$r" tristore ganesha); do
+    echo "round $r: $s" >&2
+    lb=$(bench_load)
+    ip netns exec "$NS" "$BIN" nfs bench --json --files "$FILES" --file-size 4096 --seq-size $((64 << 20)) "${URL[$s]}" >"$WORK/out.json" ||
+      bench_fail "tristore nfs bench against $s failed in round $r"
+    bench_record "$r" "$s" "$lb" -json "$WORK/out.json" \
+      -f "creates/s, 4 KiB files, durable (tristore client)=creates_per_sec" \
+      -f "64 MiB sequential write, MB/s (tristore client)=write_mb_per_sec" \
+      -f "64 MiB sequential read, MB/s (tristore client)=read_mb_per_sec"
+
+    lb=$(bench_load)
+    t0=$(now)
+    ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" "r$r.bin")" >/dev/null || bench_fail "nfs-cp upload to $s failed in round $r"
+    t1=$(now)
+    rm -f "$WORK/dl.bin"
+    t2=$(now)
+    ip netns exec "$NS" nfs-cp "$(cpurl "$s" "r$r.bin")" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp download from $s failed in round $r"
+    t3=$(now)
+    [ "$(sha256sum <"$WORK/dl.bin" | cut -d' ' -f1)" = "$SUM" ] || bench_fail "$s round $r: downloaded file differs"
+    bench_record "$r" "$s" "$lb" -v "64 MiB upload, MB/s (nfs-cp)=$(mbps "$t0" "$t1")" \
+      -v "64 MiB download, MB/s (nfs-cp)=$(mbps "$t2" "$t3")"
   done
 done
-python3 - "$OUT" <<'EOF'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-med = {}
-for s in ("tristore", "ganesha"):
-    rs = [r for r in rows if r["server_name"] == s]
-    med[s] = {k: statistics.median(r[k] for r in rs) for k in ("creates_per_sec", "write_mb_per_sec", "read_mb_per_sec")}
-print("\nmedian of %d rounds              tristore    ganesha   ratio" % len([r for r in rows if r["server_name"] == "tristore"]))
-for k, label in (("creates_per_sec", "creates/s (4 KiB, durable)"), ("write_mb_per_sec", "seq write 64 MiB (MB/s)"), ("read_mb_per_sec", "seq read 64 MiB (MB/s)")):
-    a, b = med["tristore"][k], med["ganesha"][k]
-    print("%-30s %9.1f %10.1f %7.2fx" % (label, a, b, a / b if b else float("nan")))
-EOF
+bench_table

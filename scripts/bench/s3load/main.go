@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,12 +45,51 @@ func main() {
 	dur := flag.Duration("duration", 10*time.Second, "duration of each PUT and each GET phase")
 	label := flag.String("label", "server", "name of the server, first column of the output")
 	csvPath := flag.String("csv", "", "append result rows to this CSV file")
+	asJSON := flag.Bool("json", false, "print the results as one JSON array on stdout (the text lines go to stderr)")
 	flag.Parse()
+	if *asJSON {
+		text = os.Stderr
+	}
 	if err := run(*endpoint, *ak, *sk, *bucket, *sizes, *pars, *dur, *label, *csvPath); err != nil {
 		fmt.Fprintln(os.Stderr, "s3load:", err)
 		os.Exit(1)
 	}
+	if *asJSON {
+		if err := json.NewEncoder(os.Stdout).Encode(results); err != nil {
+			fmt.Fprintln(os.Stderr, "s3load:", err)
+			os.Exit(1)
+		}
+	}
+	// A failed request makes the figure meaningless (an error can be much
+	// faster or slower than a success): the run fails instead of reporting it.
+	for _, r := range results {
+		if r.Errors > 0 {
+			fmt.Fprintf(os.Stderr, "s3load: %s %s %s par %d: %d failed requests, first: %s\n", r.Label, r.Op, r.Size, r.Par, r.Errors, r.FirstError)
+			os.Exit(1)
+		}
+	}
 }
+
+// text receives the human-readable lines (stderr with -json).
+var text io.Writer = os.Stdout
+
+// jsonResult is one (operation, size, parallelism) measurement.
+type jsonResult struct {
+	Label      string  `json:"label"`
+	Op         string  `json:"op"`
+	Size       string  `json:"size"`
+	Par        int     `json:"par"`
+	Seconds    float64 `json:"seconds"`
+	Ops        int     `json:"ops"`
+	OpsPerSec  float64 `json:"ops_per_s"`
+	MiBPerSec  float64 `json:"mib_per_s"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	Errors     int     `json:"errors"`
+	FirstError string  `json:"first_error,omitempty"`
+}
+
+var results []jsonResult
 
 func parseSize(s string) (int, error) {
 	s = strings.TrimSpace(s)
@@ -213,11 +253,15 @@ func report(csv io.Writer, label, op, sizeName string, par, size int, r result) 
 	secs := r.elapsed.Seconds()
 	opsPerSec := float64(r.ops) / secs
 	mibs := opsPerSec * float64(size) / (1 << 20)
-	fmt.Printf("%-10s %-4s %-6s par=%-3d %9.1f op/s %9.2f MiB/s  p50 %7.2f ms  p99 %7.2f ms  errors %d\n",
+	fmt.Fprintf(text, "%-10s %-4s %-6s par=%-3d %9.1f op/s %9.2f MiB/s  p50 %7.2f ms  p99 %7.2f ms  errors %d\n",
 		label, op, sizeName, par, opsPerSec, mibs, pct(0.5), pct(0.99), r.errs)
+	jr := jsonResult{Label: label, Op: op, Size: sizeName, Par: par, Seconds: secs, Ops: r.ops, OpsPerSec: opsPerSec,
+		MiBPerSec: mibs, P50ms: pct(0.5), P99ms: pct(0.99), Errors: r.errs}
 	if r.firstErr != nil {
-		fmt.Printf("           first error: %v\n", r.firstErr)
+		fmt.Fprintf(text, "           first error: %v\n", r.firstErr)
+		jr.FirstError = r.firstErr.Error()
 	}
+	results = append(results, jr)
 	if csv != nil {
 		fmt.Fprintf(csv, "%s,%s,%s,%d,%.1f,%.2f,%.2f,%.2f,%d\n", label, op, sizeName, par, opsPerSec, mibs, pct(0.5), pct(0.99), r.errs)
 	}
