@@ -27,7 +27,10 @@ BUCKET, a sparse file of the volume's size, so it can also be read over S3 or
 NFS. "tristore serve" exposes it as LUN 0 of the iSCSI target
 iqn.2026-11.io.tristore:BUCKET:NAME (see "tristore serve --help").
 
-Sizes take binary suffixes: 4096, 512M, 1G, 2T. Names use a-z, 0-9 and '-'.
+SIZE is a multiple of the 512-byte block: 4096 (bytes), 512Mi, 1Gi, 2Ti
+(Ki/Mi/Gi/Ti: powers of 1024) or 1G, 500M (k/M/G/T: powers of 1000, as in
+every tristore size flag; 1M = 1,000,000 is not a whole number of blocks and
+is refused). Names use a-z, 0-9 and '-'.
 Growing a volume is allowed while it is served (initiators get a CAPACITY
 DATA HAS CHANGED unit attention); shrinking or deleting a served volume is
 refused.`,
