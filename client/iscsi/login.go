@@ -87,6 +87,7 @@ func ConfigFromAddress(a *Address) Config {
 		CHAP:         proto.CHAPCredentials{User: a.User, Secret: a.Secret},
 		TargetCHAP:   proto.CHAPCredentials{User: a.TargetUser, Secret: a.TargetSecret},
 		HeaderDigest: a.HeaderDigest, DataDigest: a.DataDigest,
+		ReplacementTimeout: a.ReplacementTimeout,
 	}
 }
 

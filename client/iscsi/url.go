@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultPort is the IANA iSCSI port.
@@ -30,6 +31,8 @@ type Address struct {
 	TargetUser, TargetSecret string
 	HeaderDigest, DataDigest bool
 	Initiator                string
+	// ReplacementTimeout is the replacement_timeout option (0: not given).
+	ReplacementTimeout time.Duration
 }
 
 // ParseURL parses an iscsi:// URL. It does not contact anything.
@@ -77,7 +80,7 @@ func FromURL(u *url.URL) (*Address, error) {
 	q := u.Query()
 	for k := range q {
 		switch k {
-		case "target_user", "target_secret", "header_digest", "data_digest", "initiator":
+		case "target_user", "target_secret", "header_digest", "data_digest", "initiator", "replacement_timeout":
 		default:
 			return nil, fmt.Errorf("iscsi: URL %q: unknown option %q", u.Redacted(), k)
 		}
@@ -99,6 +102,13 @@ func FromURL(u *url.URL) (*Address, error) {
 		}
 	}
 	a.Initiator = q.Get("initiator")
+	if v := q.Get("replacement_timeout"); v != "" {
+		d, err := ParseTimeout(v)
+		if err != nil {
+			return nil, fmt.Errorf("iscsi: URL %q: replacement_timeout: %w", u.Redacted(), err)
+		}
+		a.ReplacementTimeout = d
+	}
 	return a, nil
 }
 
@@ -115,6 +125,22 @@ func (a *Address) String() string {
 		}
 	}
 	return u.String()
+}
+
+// ParseTimeout reads a timeout given as whole seconds (as open-iscsi's
+// settings are) or as a Go duration ("1500ms", "2m"); it must be positive.
+func ParseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if n, nerr := strconv.ParseUint(v, 10, 32); nerr == nil {
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither seconds nor a duration", v)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q: must be positive", v)
+	}
+	return d, nil
 }
 
 // checkPortal accepts host:port with a non-empty host (a name, an IPv4

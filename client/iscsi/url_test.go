@@ -1,6 +1,9 @@
 package iscsi
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseURL(t *testing.T) {
 	a, err := ParseURL("iscsi://bob:s3cret@127.0.0.1:3261/iqn.2026-11.org.tristore:vol/3?target_user=t&target_secret=ts&data_digest=crc32c")
@@ -14,6 +17,12 @@ func TestParseURL(t *testing.T) {
 	if s := a.String(); s != "iscsi://bob@127.0.0.1:3261/iqn.2026-11.org.tristore:vol/3" {
 		t.Fatalf("String() = %q", s)
 	}
+	for v, want := range map[string]time.Duration{"5": 5 * time.Second, "1500ms": 1500 * time.Millisecond, "2m": 2 * time.Minute} {
+		r, err := ParseURL("iscsi://h/iqn.x/0?replacement_timeout=" + v)
+		if err != nil || r.ReplacementTimeout != want || ConfigFromAddress(r).ReplacementTimeout != want {
+			t.Errorf("replacement_timeout=%s: %+v %v", v, r, err)
+		}
+	}
 	d, err := ParseURL("iscsi://localhost")
 	if err != nil || d.Portal != "localhost:3260" || d.Target != "" || d.HasLUN {
 		t.Fatalf("discovery URL: %+v %v", d, err)
@@ -21,7 +30,8 @@ func TestParseURL(t *testing.T) {
 	for _, bad := range []string{
 		"http://h/x", "iscsi:///iqn/1", "iscsi://h/iqn/x", "iscsi://h/a/b/c",
 		"iscsi://h/iqn/1?bogus=1", "iscsi://h/iqn/1?target_user=x", "iscsi://h/iqn/1?target_user=x&target_secret=y",
-		"iscsi://h/iqn/1?header_digest=md5",
+		"iscsi://h/iqn/1?header_digest=md5", "iscsi://h/iqn/1?replacement_timeout=0", "iscsi://h/iqn/1?replacement_timeout=-1s",
+		"iscsi://h/iqn/1?replacement_timeout=soon",
 	} {
 		if _, err := ParseURL(bad); err == nil {
 			t.Errorf("%q: no error", bad)

@@ -94,7 +94,9 @@ func iscsiConfig(raw string, needLUN bool) (iscsi.Config, *iscsi.Address, error)
 		return iscsi.Config{}, nil, fmt.Errorf("--queue-depth %d: want 1..1024", c.QueueDepth)
 	}
 	c.DialTimeout = cfg.GetDuration("timeout")
-	c.ReplacementTimeout = cfg.GetDuration("timeout")
+	if c.ReplacementTimeout == 0 { // not given as ?replacement_timeout= in the URL
+		c.ReplacementTimeout = cfg.GetDuration("timeout")
+	}
 	return c, a, nil
 }
 

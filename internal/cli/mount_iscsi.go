@@ -26,6 +26,10 @@ func init() {
 			fs.String("iscsi-chap-secret", "", "iscsi: CHAP secret (instead of user:secret@ in the URL)")
 			fs.Bool("iscsi-header-digest", false, "iscsi: require CRC32C header digests")
 			fs.Bool("iscsi-data-digest", false, "iscsi: require CRC32C data digests")
+			fs.Duration("iscsi-replacement-timeout", 30*time.Second,
+				"iscsi: how long I/O waits for a lost session to log in again before failing with EIO; "+
+					"logins continue in the background and I/O works again once the target is back "+
+					"(open-iscsi's replacement_timeout; the URL option ?replacement_timeout=SECONDS is used when this flag is not set)")
 		},
 		Run: runMountISCSI,
 	})
@@ -49,6 +53,12 @@ func runMountISCSI(cmd *cobra.Command, u *url.URL, dir string) error {
 	a.DataDigest = a.DataDigest || cfg.GetBool("iscsi-data-digest")
 	c := iscsi.ConfigFromAddress(a)
 	c.QueueDepth = cfg.GetInt("iscsi-queue-depth")
+	if cfg.IsSet("iscsi-replacement-timeout") || c.ReplacementTimeout == 0 {
+		c.ReplacementTimeout = cfg.GetDuration("iscsi-replacement-timeout")
+	}
+	if c.ReplacementTimeout <= 0 {
+		return fmt.Errorf("mount: --iscsi-replacement-timeout %v: must be positive", c.ReplacementTimeout)
+	}
 	ctx := cmd.Context()
 	dev, err := iscsi.Open(ctx, c)
 	if err != nil {
@@ -70,8 +80,35 @@ func runMountISCSI(cmd *cobra.Command, u *url.URL, dir string) error {
 		return nil // unmounted from outside
 	case <-ctx.Done():
 	}
-	// Interrupted: unmount. A loop device on the file keeps it busy for a
-	// while; retry, then detach lazily so the kernel lets go when it can.
+	return unmountISCSI(dir, srv, dev, done)
+}
+
+// unmountISCSI unmounts after SIGINT/SIGTERM, promptly even while the
+// target is down. FUSE requests waiting for a lost session would keep the
+// file busy (and go-fuse's unmount waiting) for up to the replacement
+// timeout, so the session is closed first when it has no connection, and
+// after a short grace if the unmount is still stuck: waiting requests then
+// fail at once (ENXIO). A loop device on the file keeps it busy for a
+// while; retry, then detach lazily so the kernel lets go when it can.
+func unmountISCSI(dir string, srv *blockfile.Server, dev *iscsi.Session, done <-chan struct{}) error {
+	if !dev.Connected() {
+		slog.Warn("mount: target unreachable; failing pending I/O and unmounting", "dir", dir)
+		_ = dev.Close()
+	}
+	res := make(chan error, 1)
+	go func() { res <- unmountRetry(dir, srv, done) }()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(3 * time.Second):
+		slog.Warn("mount: unmount waits for I/O on the target; closing the session", "dir", dir)
+		_ = dev.Close()
+	}
+	return <-res
+}
+
+func unmountRetry(dir string, srv *blockfile.Server, done <-chan struct{}) error {
+	var err error
 	for i := 0; i < 20; i++ {
 		if err = srv.Unmount(); err == nil {
 			<-done
