@@ -45,10 +45,20 @@ type Options struct {
 	// Rsize and Wsize bound READ and WRITE payloads (default 1 MiB); Mount
 	// lowers them to the server's rtmax/wtmax.
 	Rsize, Wsize uint32
-	// Timeout bounds one attempt of one call (default 60 s); Retries is how
-	// often an idempotent call is retransmitted after a drop (default 5).
+	// Timeout and Retries are nfs(5)'s timeo and retrans over TCP: the
+	// first attempt of a call may take Timeout (default 60 s), the next
+	// 2*Timeout, and so on (up to 600 s). While an attempt lasts, a server
+	// that refuses or drops connections is redialed and idempotent calls
+	// are retransmitted. A soft client (Hard false) fails a call with
+	// ErrTimedOut after Retries further attempts (default 2, as Linux;
+	// negative: none); a hard one never gives up. See rpcClient.call.
 	Timeout time.Duration
 	Retries int
+	// Hard retries calls without end while the server is down or silent,
+	// as a Linux "hard" NFS mount (the default of `tristore mount`): the
+	// caller waits until the server is back. Cancel ctx, use WithInterrupt,
+	// or call GiveUp to stop waiting.
+	Hard bool
 	// Dial opens connections (default net.Dialer); tests use it to dial
 	// inside a network namespace.
 	Dial DialFunc
@@ -78,8 +88,10 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 60 * time.Second
 	}
-	if opts.Retries <= 0 {
-		opts.Retries = 5
+	if opts.Retries == 0 {
+		opts.Retries = 2
+	} else if opts.Retries < 0 {
+		opts.Retries = 0
 	}
 	if opts.Rsize == 0 {
 		opts.Rsize = 1 << 20
@@ -115,13 +127,13 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	cred := &sunrpc.AuthSys{Stamp: uint32(time.Now().Unix()), MachineName: opts.Machine, UID: uid, GID: gid, GIDs: opts.GIDs}
 	c := &Client{opts: opts, rsize: opts.Rsize, wsize: opts.Wsize}
-	c.nfs = newRPCClient(addr, opts.Dial, cred, opts.Timeout, opts.Retries)
+	c.nfs = newRPCClient(addr, opts.Dial, cred, opts.Timeout, opts.Retries, opts.Hard)
 	c.mnt = c.nfs
 	if opts.MountAddr != "" && opts.MountAddr != addr {
-		c.mnt = newRPCClient(opts.MountAddr, opts.Dial, cred, opts.Timeout, opts.Retries)
+		c.mnt = newRPCClient(opts.MountAddr, opts.Dial, cred, opts.Timeout, opts.Retries, opts.Hard)
 	}
 	// Connect now so a wrong address fails here, not at the first call.
-	if _, err := c.nfs.conn(ctx); err != nil {
+	if _, err := c.nfs.conn(ctx, time.Time{}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -138,6 +150,19 @@ func (c *Client) Close() error {
 		mnt.close()
 	}
 	return nil
+}
+
+// GiveUp makes calls that are waiting for a server that is down or silent
+// fail now with ErrTimedOut, and later calls fail as soon as their first
+// attempt does, even on a hard client; calls to a server that answers are
+// not affected. A mount calls it on shutdown so that an outage cannot hold
+// up the unmount.
+func (c *Client) GiveUp() {
+	c.nfs.stopWaiting()
+	c.mu.Lock()
+	mnt := c.mnt
+	c.mu.Unlock()
+	mnt.stopWaiting()
 }
 
 // Root is the handle Mount returned (nil before Mount).

@@ -2,6 +2,7 @@ package nfs
 
 import (
 	"errors"
+	"net"
 	"syscall"
 
 	"github.com/tristore/tristore/proto/nfs3"
@@ -125,6 +126,12 @@ var (
 	// ErrConnLost: the connection dropped while a non-idempotent call was
 	// in flight, so it was not retried (it may or may not have executed).
 	ErrConnLost = errors.New("nfs: connection lost during a non-idempotent call")
+	// ErrTimedOut: the server did not answer within the soft budget
+	// (Options.Timeout, Retries), or GiveUp was called while it was down.
+	ErrTimedOut = errors.New("nfs: server not responding, timed out")
+	// ErrInterrupted: a call waiting for a server that is down was
+	// interrupted (WithInterrupt).
+	ErrInterrupted = errors.New("nfs: interrupted while waiting for the server")
 	// ErrVerifierChanged: the server restarted between an UNSTABLE WRITE and
 	// its COMMIT, so uncommitted data must be sent again.
 	ErrVerifierChanged = errors.New("nfs: write verifier changed (server restarted); resend uncommitted data")
@@ -139,12 +146,22 @@ func ToErrno(err error) syscall.Errno {
 	if errors.As(err, &st) {
 		return statusErrno(st)
 	}
+	switch {
+	case errors.Is(err, ErrInterrupted):
+		return syscall.EINTR
+	case errors.Is(err, ErrClosed):
+		return syscall.ENOTCONN
+	}
+	// A transport failure (refused, reset, unreachable: a net error that
+	// wraps an errno) is the server's problem, not a local file's: report
+	// EIO, as an NFS mount does, rather than ECONNREFUSED from open(2).
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return syscall.EIO
+	}
 	var en syscall.Errno
 	if errors.As(err, &en) {
 		return en
-	}
-	if errors.Is(err, ErrClosed) {
-		return syscall.ENOTCONN
 	}
 	return syscall.EIO
 }

@@ -50,7 +50,7 @@ func (c *Client) Mount(ctx context.Context, export string) (FH, error) {
 			return nil, fmt.Errorf("%w (and asking the portmapper for MOUNT: %v)", err, perr)
 		}
 		host, _, _ := net.SplitHostPort(c.nfs.addr)
-		mnt := newRPCClient(net.JoinHostPort(host, strconv.Itoa(int(port))), c.opts.Dial, c.nfs.base, c.opts.Timeout, c.opts.Retries)
+		mnt := newRPCClient(net.JoinHostPort(host, strconv.Itoa(int(port))), c.opts.Dial, c.nfs.base, c.opts.Timeout, c.opts.Retries, c.opts.Hard)
 		c.mu.Lock()
 		c.mnt = mnt
 		c.mu.Unlock()
@@ -133,7 +133,7 @@ func (c *Client) getport(ctx context.Context, prog, vers uint32) (uint32, error)
 	if err != nil {
 		return 0, err
 	}
-	pm := newRPCClient(net.JoinHostPort(host, "111"), c.opts.Dial, nil, c.opts.Timeout, 1)
+	pm := newRPCClient(net.JoinHostPort(host, "111"), c.opts.Dial, nil, c.opts.Timeout, 1, false)
 	defer pm.close()
 	args := &nfs3.Mapping{Prog: prog, Vers: vers, Prot: nfs3.PortmapProto}
 	r, err := pm.call(ctx, nfs3.ProgPortmap, nfs3.VersPortmap, nfs3.PortmapProcGetport, true, args.Encode)

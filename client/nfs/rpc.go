@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -28,8 +29,11 @@ type rpcClient struct {
 	dial    DialFunc
 	cred    sunrpc.OpaqueAuth // the client's own identity
 	base    *sunrpc.AuthSys   // its AUTH_SYS fields (nil: AUTH_NONE), for per-call identities
-	timeout time.Duration     // per attempt
-	retries int
+	timeout time.Duration     // first attempt; attempt i gets (i+1)*timeout
+	retries int               // soft: attempts after the first before ErrTimedOut
+	hard    bool              // retry without end (Options.Hard)
+	giveUp  chan struct{}     // closed by GiveUp
+	giveMu  sync.Once
 
 	xid atomic.Uint32
 
@@ -59,20 +63,25 @@ type rpcResult struct {
 
 var errConnDropped = errors.New("nfs: connection dropped")
 
+// errNotSent marks a call that never reached the wire (the connection was
+// already dead), so even a non-idempotent one may be sent again.
+var errNotSent = errors.New("nfs: call not sent")
+
 // newRPCClient makes a client for addr; sys is the AUTH_SYS identity (nil
 // for AUTH_NONE, as for the portmapper).
-func newRPCClient(addr string, dial DialFunc, sys *sunrpc.AuthSys, timeout time.Duration, retries int) *rpcClient {
+func newRPCClient(addr string, dial DialFunc, sys *sunrpc.AuthSys, timeout time.Duration, retries int, hard bool) *rpcClient {
 	cred := sunrpc.AuthNone()
 	if sys != nil {
 		cred = sys.Auth()
 	}
-	rc := &rpcClient{addr: addr, dial: dial, cred: cred, base: sys, timeout: timeout, retries: retries}
+	rc := &rpcClient{addr: addr, dial: dial, cred: cred, base: sys, timeout: timeout, retries: retries, hard: hard, giveUp: make(chan struct{})}
 	rc.xid.Store(uint32(time.Now().UnixNano()))
 	return rc
 }
 
-// conn returns the live connection, dialing a new one if needed.
-func (rc *rpcClient) conn(ctx context.Context) (*rpcConn, error) {
+// conn returns the live connection, dialing a new one if needed; a dial
+// takes at most the per-call timeout and ends by end (zero: no bound).
+func (rc *rpcClient) conn(ctx context.Context, end time.Time) (*rpcConn, error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.closed {
@@ -85,7 +94,11 @@ func (rc *rpcClient) conn(ctx context.Context) (*rpcConn, error) {
 			return rc.cur, nil
 		}
 	}
-	dctx, cancel := context.WithTimeout(ctx, rc.timeout)
+	dto := rc.timeout
+	if !end.IsZero() {
+		dto = min(dto, max(time.Until(end), 10*time.Millisecond))
+	}
+	dctx, cancel := context.WithTimeout(ctx, dto)
 	defer cancel()
 	c, err := rc.dial(dctx, "tcp", rc.addr)
 	if err != nil {
@@ -153,7 +166,7 @@ func (cn *rpcConn) send(xid uint32, rec []byte) (chan rpcResult, error) {
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
-		return nil, fmt.Errorf("%w: %v", errConnDropped, cn.err)
+		return nil, fmt.Errorf("%w: %w: %v", errNotSent, errConnDropped, cn.err)
 	}
 	cn.pending[xid] = ch
 	cn.mu.Unlock()
@@ -175,10 +188,47 @@ func (cn *rpcConn) forget(xid uint32) {
 
 var writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
 
+// maxAttemptTimeout caps the linear growth of the per-attempt timeout
+// (nfs(5): "up to the maximum of 600 seconds").
+const maxAttemptTimeout = 600 * time.Second
+
+// attemptTimeout is how long attempt number i (0-based) may take: timeo,
+// 2*timeo, 3*timeo, ... as the Linux client does over TCP.
+func (rc *rpcClient) attemptTimeout(i int) time.Duration {
+	d := rc.timeout * time.Duration(i+1)
+	if d > maxAttemptTimeout || d <= 0 {
+		d = max(maxAttemptTimeout, rc.timeout)
+	}
+	return d
+}
+
+// reconnectDelay is the pause between connection attempts while the server
+// refuses or drops them: short at first so a restarted server is found
+// quickly, growing to a few seconds.
+func reconnectDelay(n int) time.Duration {
+	return min(time.Duration(n+1)*100*time.Millisecond, 2*time.Second)
+}
+
 // call runs one procedure: args encodes the arguments (may be nil), and the
-// returned Reader is positioned at the start of the results. idempotent
-// calls are retransmitted after a connection drop or a timeout, up to
-// rc.retries times; others fail with ErrConnLost.
+// returned Reader is positioned at the start of the results.
+//
+// Retries follow nfs(5) over TCP. Attempt i may take (i+1)*Timeout; while
+// it lasts, a server that refuses or drops connections is redialed after
+// a short pause, and an idempotent call is retransmitted (same XID) on the
+// new connection. A call that was never sent is always safe to resend; a
+// non-idempotent one that was sent and lost its connection or reply fails
+// with ErrConnLost (dirops.go decides what its re-send means). When an
+// attempt runs out, a soft client (the default) tries again until
+// Retries+1 attempts have failed and then returns ErrTimedOut; a hard one
+// (Options.Hard) tries again without end, logging once that the server is
+// not responding.
+//
+// ctx cancellation ends the call at any time. An interrupt channel
+// (WithInterrupt) ends it only while it waits for a server that is not
+// answering: between connection attempts, or for a reply once an attempt
+// has timed out. A healthy call is never cut short, so a signal to the
+// caller (Go programs get SIGURG all the time) does not fail a working
+// system call. GiveUp does the same for every call, for shutdown.
 func (rc *rpcClient) call(ctx context.Context, prog, vers, proc uint32, idempotent bool, args func(*sunrpc.Writer)) (*sunrpc.Reader, error) {
 	xid := rc.xid.Add(1)
 	w := writerPool.Get().(*sunrpc.Writer)
@@ -192,56 +242,93 @@ func (rc *rpcClient) call(ctx context.Context, prog, vers, proc uint32, idempote
 	if args != nil {
 		args(w)
 	}
-	var lastErr error
-	for attempt := 0; attempt <= rc.retries; attempt++ {
-		if attempt > 0 {
-			// Back off a little so a restarting server can come back.
-			d := time.Duration(attempt) * 200 * time.Millisecond
-			if d > 2*time.Second {
-				d = 2 * time.Second
+	intr := interruptOf(ctx)
+	start := time.Now()
+	warned := false
+	for try := 0; ; try++ {
+		r, err, again := rc.attempt(ctx, intr, xid, w.Bytes(), idempotent, try)
+		if !again {
+			if warned && err == nil {
+				slog.Info("nfs: server OK", "server", rc.addr, "after", time.Since(start).Round(time.Millisecond))
 			}
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(d):
+			return r, err
+		}
+		if !rc.hard && try >= rc.retries {
+			return nil, fmt.Errorf("%w: %s: %d attempts in %v (last: %v)", ErrTimedOut, rc.addr, try+1, time.Since(start).Round(time.Millisecond), err)
+		}
+		if rc.hard && !warned {
+			warned = true
+			slog.Warn("nfs: server not responding, still trying", "server", rc.addr, "err", err)
+		}
+	}
+}
+
+// attempt runs attempt number try of one call. It returns the reply, or
+// an error with again=false (final: the call fails with it), or the last
+// transport error with again=true when the attempt's time ran out.
+func (rc *rpcClient) attempt(ctx context.Context, intr interrupt, xid uint32, rec []byte, idempotent bool, try int) (_ *sunrpc.Reader, _ error, again bool) {
+	end := time.Now().Add(rc.attemptTimeout(try))
+	var lastErr error
+	for n := 0; ; n++ {
+		if n > 0 {
+			// The server refused or dropped us: pause, then redial.
+			d := min(reconnectDelay(n-1), time.Until(end))
+			if err := rc.pause(ctx, intr, d); err != nil {
+				return nil, err, false
+			}
+			if !time.Now().Before(end) {
+				return nil, lastErr, true
 			}
 		}
-		cn, err := rc.conn(ctx)
+		cn, err := rc.conn(ctx, end)
 		if err != nil {
 			if errors.Is(err, ErrClosed) || ctx.Err() != nil {
-				return nil, err
+				return nil, err, false
 			}
 			lastErr = err
 			continue
 		}
-		ch, err := cn.send(xid, w.Bytes())
+		ch, err := cn.send(xid, rec)
 		if err != nil {
-			if !idempotent {
-				return nil, fmt.Errorf("%w (%v)", ErrConnLost, err)
+			if !idempotent && !errors.Is(err, errNotSent) {
+				return nil, fmt.Errorf("%w (%v)", ErrConnLost, err), false
 			}
 			lastErr = err
 			continue
 		}
-		timer := time.NewTimer(rc.timeout)
+		// Interrupts count only once the server has stopped answering
+		// (a previous attempt timed out): see call.
+		var intrC, giveUpC <-chan struct{}
+		if try > 0 {
+			intrC, giveUpC = intr.c, rc.giveUp
+		}
+		timer := time.NewTimer(time.Until(end))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			cn.forget(xid)
-			return nil, ctx.Err()
+			return nil, ctx.Err(), false
+		case <-intrC:
+			timer.Stop()
+			cn.forget(xid)
+			return nil, ErrInterrupted, false
+		case <-giveUpC:
+			timer.Stop()
+			cn.forget(xid)
+			return nil, fmt.Errorf("%w: %s: client is giving up", ErrTimedOut, rc.addr), false
 		case <-timer.C:
 			// Over TCP a lost reply means a broken connection: drop it so
 			// every caller reconnects, as the kernel client does.
-			cn.fail(fmt.Errorf("no reply to xid %d within %v", xid, rc.timeout))
+			cn.fail(fmt.Errorf("no reply to xid %d within %v", xid, rc.attemptTimeout(try)))
 			if !idempotent {
-				return nil, fmt.Errorf("%w (timeout after %v)", ErrConnLost, rc.timeout)
+				return nil, fmt.Errorf("%w (timeout after %v)", ErrConnLost, rc.attemptTimeout(try)), false
 			}
-			lastErr = fmt.Errorf("nfs: timeout after %v", rc.timeout)
-			continue
+			return nil, fmt.Errorf("nfs: no reply within %v", rc.attemptTimeout(try)), true
 		case res := <-ch:
 			timer.Stop()
 			if res.err != nil {
 				if !idempotent {
-					return nil, fmt.Errorf("%w (%v)", ErrConnLost, res.err)
+					return nil, fmt.Errorf("%w (%v)", ErrConnLost, res.err), false
 				}
 				lastErr = res.err
 				continue
@@ -249,15 +336,54 @@ func (rc *rpcClient) call(ctx context.Context, prog, vers, proc uint32, idempote
 			r := sunrpc.NewReader(res.rec)
 			rep, err := sunrpc.DecodeReply(r)
 			if err != nil {
-				return nil, fmt.Errorf("nfs: bad reply header: %w", err)
+				return nil, fmt.Errorf("nfs: bad reply header: %w", err), false
 			}
 			if err := rep.Err(); err != nil {
-				return nil, err
+				return nil, err, false
 			}
-			return r, nil
+			return r, nil, false
 		}
 	}
-	return nil, fmt.Errorf("nfs: %d attempts failed: %w", rc.retries+1, lastErr)
+}
+
+// pause waits d between connection attempts; the server is not answering,
+// so interrupts and GiveUp end the wait (see call).
+func (rc *rpcClient) pause(ctx context.Context, intr interrupt, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-intr.c:
+		return ErrInterrupted
+	case <-rc.giveUp:
+		return fmt.Errorf("%w: %s: client is giving up", ErrTimedOut, rc.addr)
+	case <-t.C:
+		return nil
+	}
+}
+
+// interrupt is the channel set with WithInterrupt (nil: none).
+type interrupt struct{ c <-chan struct{} }
+
+type interruptKey struct{}
+
+// WithInterrupt returns a context whose calls give up with ErrInterrupted
+// when done is closed, but only while they wait for a server that is not
+// answering (unreachable, or silent past a timeout). The FUSE mount passes
+// the request's interrupt here: a caller blocked on a hard mount during an
+// outage can be killed or interrupted, while signals that arrive during a
+// normal call (every Go program gets SIGURG) do not fail it.
+func WithInterrupt(ctx context.Context, done <-chan struct{}) context.Context {
+	return context.WithValue(ctx, interruptKey{}, interrupt{done})
+}
+
+func interruptOf(ctx context.Context) interrupt {
+	i, _ := ctx.Value(interruptKey{}).(interrupt)
+	return i
 }
 
 // breakConn closes the current connection (tests use it to simulate a drop).
@@ -269,6 +395,10 @@ func (rc *rpcClient) breakConn() {
 		cn.fail(errors.New("connection closed by client"))
 	}
 }
+
+// stopWaiting makes calls waiting for a silent or unreachable server fail
+// now (and later ones as soon as an attempt fails).
+func (rc *rpcClient) stopWaiting() { rc.giveMu.Do(func() { close(rc.giveUp) }) }
 
 func (rc *rpcClient) close() {
 	rc.mu.Lock()
