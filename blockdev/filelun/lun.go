@@ -206,6 +206,9 @@ func (l *LUN) WriteAtFUA(ctx context.Context, p []byte, off int64) (int, error) 
 	if err != nil {
 		return n, err
 	}
+	if faultSkip("lun-fua") {
+		return n, nil
+	}
 	return n, l.f.Sync()
 }
 
@@ -213,6 +216,9 @@ func (l *LUN) WriteAtFUA(ctx context.Context, p []byte, off int64) (int, error) 
 func (l *LUN) Flush(ctx context.Context) error {
 	if l.closed.Load() {
 		return blockdev.ErrClosed
+	}
+	if faultSkip("lun-flush") {
+		return nil
 	}
 	return l.f.Sync()
 }

@@ -167,8 +167,10 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 			return fail(err)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
+	if !faultSkip("put-file") {
+		if err := f.Sync(); err != nil {
+			return fail(err)
+		}
 	}
 	// A served volume must never be replaced under its LUN (store/inuse):
 	// hold the change lock on the file being replaced across the rename.
@@ -224,6 +226,9 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		return fail(err)
 	}
 	f.Close()
+	if faultSkip("put-dir") {
+		return st, nil
+	}
 	if err := fsyncDir(filepath.Dir(target)); err != nil {
 		return st, err
 	}
@@ -402,8 +407,10 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 		return b.missing(err, bucket, key)
 	}
 	b.removeSidecar(p)
-	if err := d.Sync(); err != nil {
-		return fsErr(err)
+	if !faultSkip("delete-dir") {
+		if err := d.Sync(); err != nil {
+			return fsErr(err)
+		}
 	}
 	removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
 	return nil
