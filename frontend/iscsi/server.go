@@ -218,6 +218,11 @@ type target struct {
 	lun    *filelun.LUN
 	lu     *scsi.LU
 	refs   int
+	// closed is closed once the last session's release has flushed and
+	// closed the LUN; until then the target stays in Server.targets so a
+	// new login waits for it instead of opening the volume a second time
+	// (which the served lock of store/inuse refuses).
+	closed chan struct{}
 }
 
 // acquireTarget opens (or shares) the volume behind iqn.
@@ -229,9 +234,24 @@ func (s *Server) acquireTarget(ctx context.Context, iqn string) (*target, error)
 	key := strings.ToLower(iqn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.targets[key]; ok {
-		t.refs++
-		return t, nil
+	for {
+		t, ok := s.targets[key]
+		if !ok {
+			break
+		}
+		if t.refs > 0 {
+			t.refs++
+			return t, nil
+		}
+		// Being closed by its last session: wait for that, then open anew.
+		s.mu.Unlock()
+		select {
+		case <-t.closed:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
 	}
 	lun, info, err := filelun.Open(ctx, s.st, bucket, vol)
 	if err != nil {
@@ -241,7 +261,7 @@ func (s *Server) acquireTarget(ctx context.Context, iqn string) (*target, error)
 	for i := 0; i < 8 && 2*i+1 < len(info.Serial); i++ {
 		fmt.Sscanf(info.Serial[2*i:2*i+2], "%02x", &id[i])
 	}
-	t := &target{name: TargetName(bucket, vol), bucket: bucket, volume: vol, lun: lun, refs: 1}
+	t := &target{name: TargetName(bucket, vol), bucket: bucket, volume: vol, lun: lun, refs: 1, closed: make(chan struct{})}
 	t.lu = scsi.New(scsi.Config{Dev: lun, Serial: info.Serial, ID: id, TargetName: t.name, MaxTransferBytes: maxTransfer})
 	s.targets[key] = t
 	return t, nil
@@ -252,29 +272,35 @@ func (s *Server) releaseTarget(t *target) {
 	s.mu.Lock()
 	t.refs--
 	last := t.refs == 0
-	if last {
-		delete(s.targets, strings.ToLower(t.name))
-	}
 	s.mu.Unlock()
 	if last {
 		if err := t.lun.Flush(context.Background()); err != nil {
 			s.log.Warn("iscsi: flushing volume on close", "target", t.name, "err", err)
 		}
 		t.lun.Close()
+		s.mu.Lock()
+		delete(s.targets, strings.ToLower(t.name))
+		s.mu.Unlock()
+		close(t.closed)
 	}
 }
 
-// listTargets returns every volume's IQN (for SendTargets=All).
+// listTargets returns the IQN of every volume that can be served (for
+// SendTargets). A broken volume (its object gone or unreadable) is left
+// out with a warning, and a bucket whose registry cannot be read costs
+// only its own volumes (the error is returned with the rest), so one bad
+// volume never empties discovery for all the others.
 func (s *Server) listTargets(ctx context.Context) ([]string, error) {
 	vs, err := filelun.List(ctx, s.st, "")
-	if err != nil {
-		return nil, err
-	}
 	out := make([]string, 0, len(vs))
 	for _, v := range vs {
+		if v.State != filelun.StateOK {
+			s.log.Warn("iscsi: volume not offered in discovery", "volume", v.Bucket+"/"+v.Name, "state", v.State, "problem", v.Problem)
+			continue
+		}
 		out = append(out, TargetName(v.Bucket, v.Name))
 	}
-	return out, nil
+	return out, err
 }
 
 var _ frontend.Server = (*Server)(nil)
