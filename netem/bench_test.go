@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // BenchmarkLinkTCP pushes one TCP stream through an unlimited link (or
@@ -17,9 +19,7 @@ import (
 //
 //	go test -run '^$' -bench LinkTCP -benchtime 2000x ./netem
 func BenchmarkLinkTCP(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root: network namespaces")
-	}
+	testutil.NeedRoot(b, "network namespaces")
 	var delay time.Duration
 	if s := os.Getenv("NETEM_BENCH_DELAY"); s != "" {
 		var err error

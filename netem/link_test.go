@@ -23,9 +23,7 @@ import (
 func startLink(t *testing.T, cfg Config) *Link {
 	t.Helper()
 	testutil.NeedRoot(t, "network namespaces and /dev/net/tun")
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("needs /dev/net/tun: %v", err)
-	}
+	testutil.NeedTUN(t)
 	l, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/tristore/tristore/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,8 +20,8 @@ func modes(t *testing.T, f func(t *testing.T, dir string, open func() *FS)) {
 		force bool
 	}{{"kernel", false}, {"index", true}} {
 		t.Run(m.name, func(t *testing.T) {
-			if !m.force && os.Geteuid() != 0 {
-				t.Skip("needs root: open_by_handle_at")
+			if !m.force {
+				testutil.NeedRoot(t, "open_by_handle_at")
 			}
 			dir := t.TempDir()
 			data := filepath.Join(dir, "data")
@@ -212,9 +213,7 @@ func TestWriteAlwaysMovesMtime(t *testing.T) {
 // TestHandleOutsideExport: a handle naming a file on the same file system
 // but outside the export (as a forged handle would) is stale, never served.
 func TestHandleOutsideExport(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: open_by_handle_at")
-	}
+	testutil.NeedRoot(t, "open_by_handle_at")
 	dir := t.TempDir()
 	for _, d := range []string{"export", "outside", "export/.tristore"} {
 		os.Mkdir(filepath.Join(dir, d), 0o755)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/proto/nfs3"
 	"github.com/tristore/tristore/proto/sunrpc"
 )
@@ -154,9 +155,8 @@ func serveOpts(t testing.TB, opts Options) (*Server, net.Addr) {
 }
 
 func needRoot(t testing.TB) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: open_by_handle_at and per-call fsuid switching")
-	}
+	t.Helper()
+	testutil.NeedRoot(t, "open_by_handle_at and per-call fsuid switching")
 }
 
 func isConnClosed(err error) bool {

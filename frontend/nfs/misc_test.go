@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	tu "github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/proto/nfs3"
 	"github.com/tristore/tristore/proto/sunrpc"
 )
@@ -98,10 +98,7 @@ func TestAllSquashAndMountList(t *testing.T) {
 func TestNoSpace(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tristore-nfs-nospc", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	tu.MountTmpfs(t, dir, "256k", "tristore-nfs-nospc")
 	_, addr := testServer(t, dir)
 	c := dial(t, addr)
 	root := c.mount("/")

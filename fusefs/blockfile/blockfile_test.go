@@ -120,9 +120,7 @@ func TestNodeBounds(t *testing.T) {
 // writes, an O_DIRECT open, fsync reaching Flush, and truncate refusal.
 func TestMount(t *testing.T) {
 	testutil.NeedRoot(t, "mounting FUSE directly")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse on this machine")
-	}
+	testutil.NeedFUSE(t)
 	dev := newMemDev(8<<20, 512)
 	dir := t.TempDir()
 	srv, err := Mount(dir, dev, Options{})

@@ -95,9 +95,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("mount", func(t *testing.T) {
 		testutil.NeedRoot(t, "FUSE mount")
-		if _, err := os.Stat("/dev/fuse"); err != nil {
-			t.Skip("no /dev/fuse")
-		}
+		testutil.NeedFUSE(t)
 		dir := t.TempDir()
 		var stderr bytes.Buffer
 		cmd := exec.Command(tristoreBin(t), "mount", lunURL, dir)

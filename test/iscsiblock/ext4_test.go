@@ -135,9 +135,7 @@ func (s *stack) down(t *testing.T) {
 // device again and verifies every file's checksum.
 func ext4RoundTrip(t *testing.T, open func(t *testing.T) blockdev.Device) {
 	testutil.NeedRoot(t, "losetup and mount need root")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse on this machine")
-	}
+	testutil.NeedFUSE(t)
 	for _, c := range []string{"losetup", "mkfs.ext4", "mount", "umount"} {
 		testutil.NeedCmd(t, c)
 	}

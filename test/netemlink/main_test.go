@@ -127,9 +127,7 @@ func (p *proc) signal(t *testing.T, sig os.Signal) {
 func needLink(t *testing.T) {
 	t.Helper()
 	testutil.NeedRoot(t, "network namespaces and /dev/net/tun")
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("needs /dev/net/tun: %v", err)
-	}
+	testutil.NeedTUN(t)
 	testutil.NeedCmd(t, "nsenter")
 	testutil.NeedCmd(t, "chrt")
 	testutil.NeedCmd(t, "ip")

@@ -36,9 +36,7 @@ func mountFUSE(t testing.TB, tg *target, opts nfstree.Options) (string, func()) 
 func mountFUSETree(t testing.TB, tg *target, opts nfstree.Options) (string, func(), *nfstree.FS) {
 	t.Helper()
 	testutil.NeedRoot(t, "FUSE mounts (mount(2) directly) need root")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
+	testutil.NeedFUSE(t)
 	c, _ := tg.client(t, nfs.Options{})
 	tree, err := nfstree.New(c, opts)
 	if err != nil {
@@ -156,7 +154,7 @@ func sourceTarball(t *testing.T) (tarball, srcDir string) {
 	}
 	srcDir = filepath.Join(goroot, "src", "net")
 	if _, err := os.Stat(srcDir); err != nil {
-		t.Skipf("no Go source tree at %s: %v", srcDir, err)
+		testutil.Missing(t, "no Go source tree at %s (the test tars it through the mount): %v", srcDir, err)
 	}
 	tarball = filepath.Join(t.TempDir(), "net.tar")
 	if out, err := exec.Command("tar", "-C", filepath.Dir(srcDir), "-cf", tarball, "net").CombinedOutput(); err != nil {

@@ -13,13 +13,7 @@ import (
 
 // TestBoto3 runs testdata/boto3_check.py (put/get/list/multipart/copy/delete).
 func TestBoto3(t *testing.T) {
-	py := testutil.NeedCmd(t, "python3")
-	if err := exec.Command(py, "-c", "import boto3").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("boto3 is not installed; scripts/deps.sh should install it")
-		}
-		t.Skip("boto3 is not installed (pip install boto3); skipping")
-	}
+	py := testutil.NeedPython(t, "boto3")
 	srv := startServer(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

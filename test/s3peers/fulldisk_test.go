@@ -23,9 +23,7 @@ import (
 func TestFullDisk(t *testing.T) {
 	testutil.NeedRoot(t, "mounts a small tmpfs to fill")
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tristore-s3-fulldisk", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount tmpfs here: %v %s", err, out)
-	}
+	testutil.MountTmpfs(t, mnt, "16m", "tristore-s3-fulldisk")
 	// Registered after startServer's cleanups would be too late: cleanups run
 	// last-in first-out, so register the unmount first (it then runs last).
 	t.Cleanup(func() {

@@ -43,13 +43,7 @@ func runPeer(t *testing.T, name string, env []string, args ...string) string {
 }
 
 func TestPeerBoto3(t *testing.T) {
-	py := testutil.NeedCmd(t, "python3")
-	if err := exec.Command(py, "-c", "import boto3").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("boto3 missing; scripts/deps.sh installs it")
-		}
-		t.Skip("python3 module boto3 not installed (pip install boto3); skipping")
-	}
+	py := testutil.NeedPython(t, "boto3")
 	for _, tls := range []bool{false, true} {
 		rec := newRecorder(NewVerifier(testCreds, testRegion))
 		var srv *httptest.Server
@@ -151,11 +145,12 @@ func (rc *recorder) keys() []string {
 // TestPeerCurl: curl's built-in --aws-sigv4 signer (PUT and GET).
 func TestPeerCurl(t *testing.T) {
 	curl := testutil.NeedCmd(t, "curl")
-	if err := exec.Command(curl, "--help", "all").Run(); err != nil {
-		t.Skip("curl cannot list its options")
+	help, err := exec.Command(curl, "--help", "all").Output()
+	if err != nil {
+		testutil.Missing(t, "%s --help all: %v (curl 7.75 or later is needed for --aws-sigv4)", curl, err)
 	}
-	if out, _ := exec.Command(curl, "--help", "all").Output(); !strings.Contains(string(out), "--aws-sigv4") {
-		t.Skip("this curl has no --aws-sigv4")
+	if !strings.Contains(string(help), "--aws-sigv4") {
+		testutil.Missing(t, "%s has no --aws-sigv4 (curl 7.75 or later is needed)", curl)
 	}
 	rec := newRecorder(NewVerifier(testCreds, testRegion))
 	srv := httptest.NewServer(rec)
