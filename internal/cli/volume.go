@@ -33,7 +33,13 @@ every tristore size flag; 1M = 1,000,000 is not a whole number of blocks and
 is refused). Names use a-z, 0-9 and '-'.
 Growing a volume is allowed while it is served (initiators get a CAPACITY
 DATA HAS CHANGED unit attention); shrinking or deleting a served volume is
-refused.`,
+refused. "Served" means an initiator is logged in to it; while it is, no view
+may replace, truncate, rename or delete its object either (S3 answers 409
+OperationAborted, NFS answers ACCES; see docs/iscsi.md).
+
+A volume whose object has gone (removed by hand, or deleted over S3 or NFS
+while it was not served) is listed with state "broken" and left out of iSCSI
+discovery; "volume delete" removes its registration.`,
 	}
 	cmd.PersistentFlags().String("data", defaultDataDir(), "data directory (the same as for serve)")
 
@@ -61,7 +67,7 @@ refused.`,
 
 	list := &cobra.Command{
 		Use:   "list [BUCKET]",
-		Short: "List volumes: bucket, name, size, allocated bytes, target name",
+		Short: "List volumes: bucket, name, size, allocated bytes, state (ok, served, broken), target name",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, closeStore, err := openVolumeStore()
@@ -73,9 +79,20 @@ refused.`,
 			if len(args) == 1 {
 				bucket = args[0]
 			}
-			vs, err := filelun.List(cmd.Context(), st, bucket)
-			if err != nil {
-				return fmt.Errorf("volume list: %w", err)
+			// A partial list (one bucket's registry unreadable) is shown,
+			// then the error is returned.
+			vs, listErr := filelun.List(cmd.Context(), st, bucket)
+			if listErr != nil && vs == nil {
+				return fmt.Errorf("volume list: %w", listErr)
+			}
+			if listErr != nil {
+				listErr = fmt.Errorf("volume list: %w", listErr)
+			}
+			for _, v := range vs {
+				if v.State != filelun.StateOK {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: volume %s/%s is %s: %s (`tristore volume delete %s/%s` removes its registration)\n",
+						v.Bucket, v.Name, v.State, v.Problem, v.Bucket, v.Name)
+				}
 			}
 			out := cmd.OutOrStdout()
 			if j, _ := cmd.Flags().GetBool("json"); j {
@@ -87,18 +104,31 @@ refused.`,
 				for _, v := range vs {
 					rows = append(rows, row{v, VolumeIQN(v.Bucket, v.Name)})
 				}
-				return printJSON(out, rows)
+				if err := printJSON(out, rows); err != nil {
+					return err
+				}
+				return listErr
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "BUCKET\tNAME\tSIZE\tALLOCATED\tTARGET")
+			fmt.Fprintln(tw, "BUCKET\tNAME\tSIZE\tALLOCATED\tSTATE\tTARGET")
 			for _, v := range vs {
-				alloc := "-"
+				size, alloc := "-", "-"
+				if v.Size >= 0 {
+					size = fmt.Sprint(v.Size)
+				}
 				if v.Allocated >= 0 {
 					alloc = fmt.Sprint(v.Allocated)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", v.Bucket, v.Name, v.Size, alloc, VolumeIQN(v.Bucket, v.Name))
+				state := v.State
+				if state == filelun.StateOK && v.Served {
+					state = "served"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Bucket, v.Name, size, alloc, state, VolumeIQN(v.Bucket, v.Name))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return listErr
 		},
 	}
 	list.Flags().Bool("json", false, "print JSON instead of a table")
@@ -119,7 +149,7 @@ refused.`,
 
 	del := &cobra.Command{
 		Use:   "delete BUCKET/NAME",
-		Short: "Delete a volume and its data (refused while served)",
+		Short: "Delete a volume and its data (refused while served); also removes a broken volume's registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: volumeRunE(func(cmd *cobra.Command, st filelun.Store, b, n string, _ int64) error {
 			if err := filelun.Delete(cmd.Context(), st, b, n); err != nil {
