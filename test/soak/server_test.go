@@ -1,0 +1,387 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	accessKey = "SOAKTESTACCESSKEY001"
+	secretKey = "soaktestsecretkey00000000000000000000001"
+)
+
+// server is the one `tristore serve` every workload talks to. The chaos
+// loop kills, restarts and stalls it; it is restarted on the same
+// addresses (fixed ports) so the clients can reconnect.
+type server struct {
+	bin, data, cfgDir, ready, logPath string
+	netns                             string // server namespace path, "" = host
+	addr                              map[string]string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool // SIGSTOPped
+	starts  int
+}
+
+// freePort returns a port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// newServer picks the addresses: free ports on 127.0.0.1, or the
+// standard ports on the server side of an emulated link (a namespace of
+// its own, so nothing else uses them).
+func newServer(bin, dir, host, netns string) (*server, error) {
+	s := &server{bin: bin, data: filepath.Join(dir, "data"), cfgDir: filepath.Join(dir, "config"),
+		ready: filepath.Join(dir, "ready.json"), logPath: filepath.Join(dir, "serve.log"), netns: netns,
+		addr: map[string]string{}}
+	for _, d := range []string{s.data, s.cfgDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	std := map[string]int{"s3": 9000, "nfs": 2049, "iscsi": 3260}
+	for name, p := range std {
+		if netns == "" {
+			var err error
+			if p, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		s.addr[name] = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	return s, nil
+}
+
+// tristore runs a one-shot CLI command (volume create, ...) with the
+// server's config.
+func (s *server) tristore(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.Env = s.env()
+	return cmd.CombinedOutput()
+}
+
+func (s *server) env() []string {
+	return append(os.Environ(), "XDG_CONFIG_HOME="+s.cfgDir, "HOME="+s.cfgDir,
+		"TRISTORE_ACCESS_KEY="+accessKey, "TRISTORE_SECRET_KEY="+secretKey)
+}
+
+// start launches serve and waits (at most timeout) for its ready file.
+// It returns how long that took.
+func (s *server) start(timeout time.Duration) (time.Duration, error) {
+	t0 := time.Now()
+	os.Remove(s.ready)
+	args := []string{"serve", "--data", s.data, "--admin-addr", "off", "--ready-file", s.ready,
+		"--s3-addr", s.addr["s3"], "--nfs-addr", s.addr["nfs"], "--iscsi-addr", s.addr["iscsi"]}
+	var cmd *exec.Cmd
+	if s.netns != "" {
+		cmd = exec.Command("nsenter", append([]string{"--net=" + s.netns, "--", s.bin}, args...)...)
+	} else {
+		cmd = exec.Command(s.bin, args...)
+	}
+	cmd.Env = s.env()
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(logf, "=== soak: start %d at %s\n", s.starts+1, t0.Format(time.RFC3339Nano))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, and killed with the test process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return 0, err
+	}
+	logf.Close()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited, s.stopped = cmd, exited, false
+	s.starts++
+	s.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(s.ready); err == nil && json.Valid(b) {
+			return time.Since(t0), nil
+		}
+		select {
+		case <-exited:
+			return 0, fmt.Errorf("serve exited during start (%s); log: %s", cmd.ProcessState, s.logTail(2000))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("serve not ready after %v; log: %s", timeout, s.logTail(2000))
+}
+
+func (s *server) logTail(n int) string {
+	b, _ := os.ReadFile(s.logPath)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// pid of the running server, 0 if none.
+func (s *server) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-s.exited:
+		return 0
+	default:
+	}
+	return s.cmd.Process.Pid
+}
+
+// kill9 SIGKILLs the server and waits for it to be reaped.
+func (s *server) kill9() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("server pid %d not reaped 30 s after SIGKILL", cmd.Process.Pid)
+	}
+}
+
+// signal sends sig (SIGSTOP/SIGCONT) to the server's process group.
+func (s *server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("no server")
+	}
+	s.stopped = sig == syscall.SIGSTOP
+	return syscall.Kill(-s.cmd.Process.Pid, sig)
+}
+
+// shutdown ends the server politely (SIGCONT first, in case it is
+// stopped), then by SIGKILL after 30 s. It reports whether SIGTERM was
+// enough.
+func (s *server) shutdown() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	pid := cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGCONT)
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+		if !cmd.ProcessState.Success() {
+			return fmt.Errorf("serve exited with %s after SIGTERM", cmd.ProcessState)
+		}
+		return nil
+	case <-time.After(40 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("serve pid %d ignored SIGTERM for 40 s; killed", pid)
+	}
+}
+
+// proc is a long-running helper process (a mount, the netem link) with
+// its output in a log file.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string
+}
+
+func startProc(name, logPath string, env []string, argv ...string) (*proc, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{name: name, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	go func() { cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) output() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// stop sends sig and waits up to wait; then SIGKILLs the group. It
+// reports an error if sig was not enough or the exit status was not 0.
+func (p *proc) stop(sig syscall.Signal, wait time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	if !p.alive() {
+		if p.cmd.ProcessState != nil && !p.cmd.ProcessState.Success() {
+			return fmt.Errorf("%s had exited: %s", p.name, p.cmd.ProcessState)
+		}
+		return nil
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		if !p.cmd.ProcessState.Success() {
+			return fmt.Errorf("%s exited with %s after %v: %s", p.name, p.cmd.ProcessState, sig, p.output())
+		}
+		return nil
+	case <-time.After(wait):
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+	}
+	return fmt.Errorf("%s (pid %d) did not exit %v after %v; killed: %s", p.name, p.cmd.Process.Pid, wait, sig, p.output())
+}
+
+// isMounted reports whether dir is a mount point (per /proc/self/mountinfo).
+func isMounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// mountsUnder lists mount points at or below dir.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// startMount runs `tristore mount URL DIR` (in netns if set) and waits
+// until DIR is mounted (and, for iSCSI, DIR/lun has the LUN's size).
+func startMount(ctx context.Context, s *server, name, url, dir, logPath, netns string, wantFile string, wantSize int64) (*proc, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	argv := []string{s.bin, "mount", url, dir}
+	if netns != "" {
+		argv = append([]string{"nsenter", "--net=" + netns, "--"}, argv...)
+	}
+	p, err := startProc(name, logPath, s.env(), argv...)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if isMounted(dir) {
+			if wantFile == "" {
+				return p, nil
+			}
+			if st, err := os.Stat(filepath.Join(dir, wantFile)); err == nil && st.Size() == wantSize {
+				return p, nil
+			}
+		}
+		if !p.alive() {
+			return p, fmt.Errorf("%s exited before mounting: %s", name, p.output())
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.stop(syscall.SIGKILL, 10*time.Second)
+			return p, fmt.Errorf("%s: %s not mounted after 90 s: %s", name, dir, p.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// run runs a command to its end (bounded by timeout) in dir and returns
+// its combined output.
+func run(parent context.Context, timeout time.Duration, dir string, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = env
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// A program stuck in the kernel on a dead FUSE mount is killed with
+	// its children; WaitDelay stops us waiting for its pipes forever.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil && parent.Err() == nil {
+		err = fmt.Errorf("%w (timed out after %v)", errHang, timeout)
+	}
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, clip(out.String(), 600))
+	}
+	return out.String(), nil
+}
+
+// quiet runs a cleanup command and ignores its failure.
+func quiet(name string, args ...string) {
+	run(context.Background(), 60*time.Second, "", nil, name, args...)
+}
+
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
