@@ -49,9 +49,9 @@ type recorder struct {
 	hangs map[string]bool // "workload op since" already reported
 	// end is the workloads' context: an op that fails after it ended was
 	// cut off by the end of the run, not failed.
-	end context.Context
-	cut int64
-	logf  func(format string, args ...any)
+	end  context.Context
+	cut  int64
+	logf func(format string, args ...any)
 }
 
 type curOp struct {

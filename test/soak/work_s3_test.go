@@ -306,8 +306,8 @@ func (w *s3Work) verify(ctx context.Context, rec *recorder) string {
 // the same bytes (and the S3 ETag the MD5 of the NFS file).
 type xviewWork struct {
 	c      *s3.Client
-	bucket string // a top-level directory of the NFS mount
-	mnt    string // the NFS mount's root
+	bucket string            // a top-level directory of the NFS mount
+	mnt    string            // the NFS mount's root
 	acked  map[string]string // key (= path below the bucket) -> MD5
 }
 
