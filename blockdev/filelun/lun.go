@@ -3,7 +3,7 @@
 // a LUN, and because the volume is an ordinary object it can also be read
 // over S3 or NFS.
 //
-// Durability follows DESIGN.md: plain writes land in the page cache (the
+// Durability follows the iSCSI promise (README.md, docs/iscsi.md): plain writes land in the page cache (the
 // target reports a volatile write cache, WCE=1); WriteAtFUA and Flush
 // fsync the file before returning, so FUA writes and SYNCHRONIZE CACHE
 // reach the disk before the SCSI status is sent.

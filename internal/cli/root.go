@@ -64,12 +64,16 @@ func NewRoot() *cobra.Command {
 		Short: "One store, three views: S3 objects, NFS files and iSCSI LUNs over the same data",
 		Long: `tristore stores data once, in a plain directory tree, and serves it as
 S3 objects (HTTP), NFS v3 files and iSCSI LUNs at the same time. It also has
-userspace clients and FUSE mounts for all three, and an emulated WAN
-(rate, delay, jitter, loss) that real kernel TCP feels.
+userspace clients and FUSE mounts for NFS and iSCSI (for S3 use any S3
+client), and an emulated WAN (rate, delay, jitter, loss) that real kernel
+TCP feels.
 
 Every flag can also be set in the config file (--config, YAML or TOML, same
 key names) or as an environment variable TRISTORE_<FLAG_NAME> (dashes become
-underscores). Flags win over the environment, which wins over the file.`,
+underscores). Flags win over the environment, which wins over the file.
+
+Sizes: a bare number is bytes; k, M, G, T (or kB, MB...) are powers of 1000;
+Ki, Mi, Gi, Ti (or KiB, MiB...) powers of 1024.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {

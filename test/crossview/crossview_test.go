@@ -1,4 +1,4 @@
-// Package crossview checks DESIGN.md's central promise end to end, through
+// Package crossview checks the central promise of README.md end to end, through
 // the real `tristore serve` binary and real clients of each protocol: one
 // tree, three views. An object PUT over S3 is a file over NFS; a file
 // written over NFS is an object with the right ETag over S3; a block
