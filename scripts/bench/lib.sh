@@ -45,12 +45,20 @@ bench_need_cmd() {
 bench_exit() {
   local rc=$?
   cleanup || true
-  if [ "$rc" -ne 0 ] && [ -n "$RAW" ] && [ -e "$RAW" ]; then
-    rm -f "$RAW"
-    echo "$BENCH_NAME: FAILED (exit $rc); partial raw file $RAW removed" >&2
+  if [ "$rc" -ne 0 ]; then
+    [ -n "$BENCH_ERR" ] && echo "$BENCH_NAME: command failed: $BENCH_ERR" >&2
+    if [ -n "$RAW" ] && [ -e "$RAW" ]; then
+      rm -f "$RAW"
+      echo "$BENCH_NAME: partial raw file $RAW removed" >&2
+    fi
+    echo "$BENCH_NAME: FAILED (exit $rc)" >&2
   fi
   exit "$rc"
 }
+# set -e exits on a failing command without a word; say which one.
+BENCH_ERR=""
+trap 'BENCH_ERR="line $LINENO: $BASH_COMMAND"' ERR
+set -E
 trap bench_exit EXIT
 
 # bench_start WORKDIR: unpacks the source into WORKDIR/src (SRC), builds

@@ -69,7 +69,7 @@ declare -A LABEL=(
 ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic)
 
 bench_machine "sudo scripts/bench/netem.sh $ROUNDS $DUR" -ours forwarder \
-  -peer "iperf3=$(iperf3 --version 2>&1 | head -1 | awk '{print $2}') (traffic source only)" \
+  -peer "iperf3=$(iperf3 --version 2>&1 | awk 'NR == 1 { print $2 }') (traffic source only)" \
   -note "No peer forwarder was run: the rows are the forwarder's own goodput and CPU (one core = 100 %). One TCP stream, MTU 1500, ${DUR} s per iperf3 run. Go benchmark: go test -run '^\$' -bench LinkTCP -benchtime 20000x ./netem."
 
 for r in $(seq 1 "$ROUNDS"); do

@@ -87,8 +87,10 @@ JSON
 done
 sleep 5 # SeaweedFS registers its volume server after the S3 port is up
 
-VGW_VERSION=$(versitygw --version 2>&1 | grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+' | head -1)
-WEED_VERSION=$(weed version 2>&1 | grep -oE '[0-9]+\.[0-9]+' | head -1)
+# versitygw built by `go install` reports "Version: git"; the module version
+# is in the binary's build info.
+VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
+WEED_VERSION=$(weed version 2>&1 | awk '/version/ { print $3; exit }')
 bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR scripts/bench/s3.sh" \
   -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" -peer "seaweedfs=${WEED_VERSION:-unknown} (weed server -s3)" \
   -note "Data of all three servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s."
