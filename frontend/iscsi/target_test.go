@@ -254,16 +254,21 @@ func TestBadPDUs(t *testing.T) {
 	in3.send(&wire.PDU{Opcode: wire.OpDataOut, ITT: itt, TTT: r.TTT, BufferOffset: 0, Data: make([]byte, 2048)})
 	in3.nc.Close()
 
-	// Data-Out with a wrong DataSN: dropped, nothing written.
+	// Data-Out with a wrong DataSN: a sequence error, the command ends with
+	// CHECK CONDITION and the connection stays (TestDataSNOutOfOrder).
 	in4, err := dial(t, tt.addr, loginOpts{target: tt.iqn, initialR2T: true, isid: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	itt = in4.nextITT()
 	in4.send(&wire.PDU{Opcode: wire.OpSCSICommand, Final: true, Write: true, ITT: itt, CmdSN: in4.cmdSN, ExpectedDataLength: 4096, CDB: wire.Write10(0, 8, false)})
+	in4.cmdSN++
 	r, _ = in4.recv()
 	in4.send(&wire.PDU{Opcode: wire.OpDataOut, Final: true, ITT: itt, TTT: r.TTT, DataSN: 5, Data: make([]byte, 4096)})
-	in4.expectClosed(t)
+	if r, err = in4.recv(); err != nil || r.Opcode != wire.OpSCSIResponse || r.Status != wire.StatusCheckCondition {
+		t.Fatalf("wrong DataSN: %v %v", r, err)
+	}
+	in4.mustCmd(wire.TestUnitReady(), nil, 0)
 
 	// A data segment longer than our MaxRecvDataSegmentLength: Reject
 	// (protocol error), then the connection is dropped (the stream is out

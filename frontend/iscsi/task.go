@@ -40,6 +40,11 @@ type task struct {
 	r2tSN   uint32
 	dataSNs uint32 // R2T + Data-In PDUs sent (ExpDataSN in the response)
 
+	// seqErr: a Data-Out arrived out of DataSN order (RFC 7143 §7.9). Its
+	// data was discarded; the task solicits nothing more, waits for the
+	// final PDU of every burst and ends with CHECK CONDITION.
+	seqErr atomic.Bool
+
 	ctx     context.Context
 	cancel  context.CancelFunc
 	aborted atomic.Bool
@@ -52,6 +57,15 @@ type burst struct {
 	got         uint32
 	dataSN      uint32
 	done        chan struct{}
+	closed      bool // done is closed (reader goroutine only)
+}
+
+// finish marks the burst complete (its final Data-Out arrived).
+func (b *burst) finish() {
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+	}
 }
 
 // fits reports whether a Data-Out of n bytes at off numbered dataSN is the
@@ -153,8 +167,13 @@ func (c *conn) allTasks() []*task {
 }
 
 // dataOut routes a Data-Out PDU into its task's buffer (reader goroutine).
-// Inconsistent offsets, lengths or DataSNs are protocol errors: at ERL 0
-// the connection is dropped and the command is never executed.
+// Inconsistent offsets or lengths are protocol errors: at ERL 0 the
+// connection is dropped and the command is never executed. A DataSN out
+// of order where the offset is right is a sequence error (RFC 7143 §7.9:
+// the target must treat it as the implied digest error of a lost PDU,
+// §7.8): the data is discarded and, at ERL 0, the command is ended with
+// CHECK CONDITION once the final PDU of each burst is in; the connection
+// and every other command go on.
 func (c *conn) dataOut(p *wire.PDU) error {
 	c.tasksMu.Lock()
 	t := c.tasks[p.ITT]
@@ -177,6 +196,13 @@ func (c *conn) dataOut(p *wire.PDU) error {
 		c.reject(p, wire.RejectInvalidPDUField)
 		return errDrop
 	}
+	if t.seqErr.Load() || off == b.off+b.got && b.got+n <= b.length && p.DataSN != b.dataSN {
+		t.seqErr.Store(true)
+		if p.Final {
+			t.endBurst(b, p.TTT)
+		}
+		return nil
+	}
 	if !b.fits(off, n, p.DataSN) {
 		c.reject(p, wire.RejectProtocolError)
 		return errDrop
@@ -189,14 +215,19 @@ func (c *conn) dataOut(p *wire.PDU) error {
 			c.reject(p, wire.RejectProtocolError)
 			return errDrop
 		}
-		if b != &t.unsol {
-			t.mu.Lock()
-			delete(t.bursts, p.TTT)
-			t.mu.Unlock()
-		}
-		close(b.done)
+		t.endBurst(b, p.TTT)
 	}
 	return nil
+}
+
+// endBurst closes burst b of t (tag ttt) after its final Data-Out.
+func (t *task) endBurst(b *burst, ttt uint32) {
+	if b != &t.unsol {
+		t.mu.Lock()
+		delete(t.bursts, ttt)
+		t.mu.Unlock()
+	}
+	b.finish()
 }
 
 // copyIn stores Data-Out bytes at off unless placeDataOut already read
@@ -230,7 +261,7 @@ func (c *conn) placeDataOut(p *wire.PDU, n int) []byte {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.buf == nil {
+	if t.buf == nil || t.seqErr.Load() {
 		return nil
 	}
 	if b := t.burstOf(p.TTT); b == nil || !b.fits(off, un, p.DataSN) {
@@ -269,7 +300,12 @@ func (t *task) run() {
 		t.endWindow()
 		return
 	}
-	resp := t.execute()
+	var resp *scsi.Response
+	if t.seqErr.Load() {
+		resp = dataSequenceError(t.edtl)
+	} else {
+		resp = t.execute()
+	}
 	// Every Data-Out of this task has arrived (collect saw the last burst
 	// complete), so nothing reads into buf any more. On the early-return
 	// paths above buf is left to the garbage collector instead.
@@ -303,8 +339,10 @@ func (t *task) collect() bool {
 	maxOut := max(1, c.params.MaxOutstandingR2T)
 	maxBurst := uint32(max(512, c.params.MaxBurstLength))
 	var queue []*burst
-	for next < t.edtl || len(queue) > 0 {
-		for len(queue) < maxOut && next < t.edtl {
+	// After a sequence error nothing more is solicited, but the bursts
+	// already asked for are waited for (RFC 7143 §7.8: all data first).
+	for next < t.edtl && !t.seqErr.Load() || len(queue) > 0 {
+		for len(queue) < maxOut && next < t.edtl && !t.seqErr.Load() {
 			l := min(maxBurst, t.edtl-next)
 			ttt := c.newTTT()
 			b := &burst{off: next, length: l, done: make(chan struct{})}
@@ -330,6 +368,14 @@ func (t *task) collect() bool {
 		}
 	}
 	return true
+}
+
+// dataSequenceError ends a write whose Data-Out PDUs came out of DataSN
+// order: CHECK CONDITION, ABORTED COMMAND, PROTOCOL SERVICE CRC ERROR
+// (RFC 7143 §7.8 b and §11.4.7.2). Nothing of it was written.
+func dataSequenceError(edtl uint32) *scsi.Response {
+	return &scsi.Response{Status: wire.StatusCheckCondition, DataOutLen: int64(edtl),
+		Sense: wire.Sense{Key: wire.SenseAbortedCommand, ASC: 0x4705}.Marshal()}
 }
 
 // execute runs the CDB on the LU, handling LUNs that do not exist.
