@@ -198,11 +198,10 @@ func (tw *tarWork) run(ctx context.Context, rec *recorder, maxIter int) {
 		}
 		tw.kept = append(tw.kept, d)
 		for len(tw.kept) > 3 && ctx.Err() == nil {
+			// Not kept from here on: an rm cut off half way leaves part of it.
 			old := tw.kept[0]
-			if rec.do(w, viewNFS, "rm", func() error { _, err := run(ctx, 5*time.Minute, "", nil, "rm", "-rf", old); return err }) != nil {
-				break
-			}
 			tw.kept = tw.kept[1:]
+			rec.do(w, viewNFS, "rm", func() error { _, err := run(ctx, 5*time.Minute, "", nil, "rm", "-rf", old); return err })
 		}
 	}
 }
