@@ -152,8 +152,17 @@ func (t *Table) Markdown(w io.Writer, rawName string) {
 	}
 	fmt.Fprintln(w)
 	if len(m.Peers) > 0 {
+		// Sides in table order, then tools that are not a side (iperf3).
+		names := slices.Clone(t.Sides)
+		var rest []string
+		for k := range m.Peers {
+			if !slices.Contains(names, k) {
+				rest = append(rest, k)
+			}
+		}
+		slices.Sort(rest)
 		var ps []string
-		for _, s := range t.Sides {
+		for _, s := range append(names, rest...) {
 			if v, ok := m.Peers[s]; ok {
 				ps = append(ps, s+" "+v)
 			}
