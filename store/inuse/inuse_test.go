@@ -237,3 +237,28 @@ func TestServeSeesReplacement(t *testing.T) {
 		t.Fatalf("Serve locked inode %d, path is %d", a.Ino, b.Ino)
 	}
 }
+
+// The cost every overwriting PUT, REMOVE and RENAME now pays.
+func BenchmarkChangeAt(b *testing.B) {
+	dir := b.TempDir()
+	p := filepath.Join(dir, "k")
+	os.WriteFile(p, []byte("x"), 0o644)
+	for b.Loop() {
+		c, err := ChangeAt(unix.AT_FDCWD, p)
+		if err != nil || c == nil {
+			b.Fatal(err)
+		}
+		c.Release()
+	}
+}
+
+func BenchmarkServed(b *testing.B) {
+	dir := b.TempDir()
+	p := filepath.Join(dir, "k")
+	os.WriteFile(p, []byte("x"), 0o644)
+	for b.Loop() {
+		if Served(p) {
+			b.Fatal("served")
+		}
+	}
+}
