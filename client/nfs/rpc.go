@@ -296,52 +296,78 @@ func (rc *rpcClient) attempt(ctx context.Context, intr interrupt, xid uint32, re
 			lastErr = err
 			continue
 		}
-		// Interrupts count only once the server has stopped answering
-		// (a previous attempt timed out): see call.
-		var intrC, giveUpC <-chan struct{}
-		if try > 0 {
-			intrC, giveUpC = intr.c, rc.giveUp
+		r, err, again, final := rc.await(ctx, intr, cn, xid, ch, idempotent, try, end)
+		if final || err == nil {
+			return r, err, false
 		}
-		timer := time.NewTimer(time.Until(end))
+		if again {
+			return nil, err, true
+		}
+		lastErr = err
+	}
+}
+
+// giveUpGrace is how long a call to a server that has not (yet) missed a
+// timeout may run on after GiveUp, so a healthy call in flight at shutdown
+// (a COMMIT at close) usually completes.
+const giveUpGrace = time.Second
+
+// await waits for the reply to xid until end. It returns the reply; or a
+// final error; or again=true when the attempt timed out; or a transport
+// error of an idempotent call to resend within this attempt.
+func (rc *rpcClient) await(ctx context.Context, intr interrupt, cn *rpcConn, xid uint32, ch chan rpcResult, idempotent bool, try int, end time.Time) (_ *sunrpc.Reader, _ error, again, final bool) {
+	// Interrupts count only once the server has stopped answering (a
+	// previous attempt timed out): see call. GiveUp counts then, or after
+	// giveUpGrace.
+	var intrC, giveUpC <-chan struct{}
+	var grace <-chan time.Time
+	if try > 0 {
+		intrC, giveUpC = intr.c, rc.giveUp
+	} else {
+		g := time.NewTimer(giveUpGrace)
+		defer g.Stop()
+		grace = g.C
+	}
+	timer := time.NewTimer(time.Until(end))
+	defer timer.Stop()
+	for {
 		select {
+		case <-grace:
+			giveUpC, grace = rc.giveUp, nil
+			continue
 		case <-ctx.Done():
-			timer.Stop()
 			cn.forget(xid)
-			return nil, ctx.Err(), false
+			return nil, ctx.Err(), false, true
 		case <-intrC:
-			timer.Stop()
 			cn.forget(xid)
-			return nil, ErrInterrupted, false
+			return nil, ErrInterrupted, false, true
 		case <-giveUpC:
-			timer.Stop()
 			cn.forget(xid)
-			return nil, fmt.Errorf("%w: %s: client is giving up", ErrTimedOut, rc.addr), false
+			return nil, fmt.Errorf("%w: %s: client is giving up", ErrTimedOut, rc.addr), false, true
 		case <-timer.C:
 			// Over TCP a lost reply means a broken connection: drop it so
 			// every caller reconnects, as the kernel client does.
 			cn.fail(fmt.Errorf("no reply to xid %d within %v", xid, rc.attemptTimeout(try)))
 			if !idempotent {
-				return nil, fmt.Errorf("%w (timeout after %v)", ErrConnLost, rc.attemptTimeout(try)), false
+				return nil, fmt.Errorf("%w (timeout after %v)", ErrConnLost, rc.attemptTimeout(try)), false, true
 			}
-			return nil, fmt.Errorf("nfs: no reply within %v", rc.attemptTimeout(try)), true
+			return nil, fmt.Errorf("nfs: no reply within %v", rc.attemptTimeout(try)), true, false
 		case res := <-ch:
-			timer.Stop()
 			if res.err != nil {
 				if !idempotent {
-					return nil, fmt.Errorf("%w (%v)", ErrConnLost, res.err), false
+					return nil, fmt.Errorf("%w (%v)", ErrConnLost, res.err), false, true
 				}
-				lastErr = res.err
-				continue
+				return nil, res.err, false, false
 			}
 			r := sunrpc.NewReader(res.rec)
 			rep, err := sunrpc.DecodeReply(r)
 			if err != nil {
-				return nil, fmt.Errorf("nfs: bad reply header: %w", err), false
+				return nil, fmt.Errorf("nfs: bad reply header: %w", err), false, true
 			}
 			if err := rep.Err(); err != nil {
-				return nil, err, false
+				return nil, err, false, true
 			}
-			return r, nil, false
+			return r, nil, false, true
 		}
 	}
 }
@@ -401,6 +427,7 @@ func (rc *rpcClient) breakConn() {
 func (rc *rpcClient) stopWaiting() { rc.giveMu.Do(func() { close(rc.giveUp) }) }
 
 func (rc *rpcClient) close() {
+	rc.stopWaiting()
 	rc.mu.Lock()
 	rc.closed = true
 	cn := rc.cur

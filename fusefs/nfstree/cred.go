@@ -81,11 +81,14 @@ func procGroups(pid uint32) []uint32 {
 // It also detaches ctx from the FUSE request's cancellation. The kernel
 // interrupts a request whenever the calling thread gets a signal (Go
 // programs get SIGURG for preemption all the time); giving up the NFS call
-// then would turn a harmless signal into a failed syscall. NFS mounts are
-// "hard" on Linux for the same reason: a call runs to its end (bounded by
-// the client's per-call timeout and retries).
+// then would turn a harmless signal into a failed syscall. The interrupt
+// is passed on with nfs.WithInterrupt instead, which honours it only while
+// the call waits for a server that is down or silent: on a hard mount a
+// process blocked by an outage can still be interrupted or killed (the
+// kernel waits for our answer even on SIGKILL once it sent the request),
+// and gets EINTR.
 func (f *FS) cctx(ctx context.Context) context.Context {
-	ctx = context.WithoutCancel(ctx)
+	ctx = nfs.WithInterrupt(context.WithoutCancel(ctx), ctx.Done())
 	if !f.opts.CallerCreds {
 		return ctx
 	}

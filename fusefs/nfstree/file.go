@@ -224,7 +224,9 @@ func (h *handle) sendAsyncLocked(ctx context.Context) syscall.Errno {
 	data, off := h.buf, h.bufO
 	h.buf = nil
 	h.bgWG.Add(1)
-	bctx := ctx // already detached from the FUSE request (ictx)
+	// Detached from the FUSE request (ictx), and from its interrupt: the
+	// request's channel is reused by later requests once this one ends.
+	bctx := nfs.WithInterrupt(ctx, nil)
 	go func() {
 		defer h.bgWG.Done()
 		defer func() { <-h.bgSem }()
@@ -424,9 +426,9 @@ var (
 )
 
 // ictx gives I/O on this handle the opener's identity.
-// Like cctx it ignores FUSE interrupts.
+// Like cctx it passes FUSE interrupts on only for waits on a down server.
 func (h *handle) ictx(ctx context.Context) context.Context {
-	ctx = context.WithoutCancel(ctx)
+	ctx = nfs.WithInterrupt(context.WithoutCancel(ctx), ctx.Done())
 	if !h.hasCred {
 		return ctx
 	}

@@ -22,7 +22,7 @@ import (
 func init() {
 	registerMount(mountSpec{
 		Scheme: "nfs",
-		Help:   "nfs://host[:port]/export[?mountport=P&rsize=N&wsize=N&access=default|sync|direct]  NFS v3 export",
+		Help:   "nfs://host[:port]/export[?mountport=P&rsize=N&wsize=N&access=default|sync|direct&hard|soft&timeo=D&retrans=N]  NFS v3 export",
 		Flags: func(fs *pflag.FlagSet) {
 			fs.Uint16("nfs-mountport", 0, "nfs: MOUNT port if not the NFS port (ganesha/knfsd: 20048); URL mountport= wins")
 			sizeFlag(fs, "nfs-rsize", 1<<20, "nfs: READ size (capped by the server's FSINFO); URL rsize= (bytes) wins")
@@ -32,6 +32,9 @@ func init() {
 			sizeFlag(fs, "nfs-write-behind", 8<<20, "nfs: bytes an open file buffers before sending them UNSTABLE (default access form; the client's write buffer, seed 003)")
 			sizeFlag(fs, "nfs-commit-every", 64<<20, "nfs: uncommitted bytes per open file that force a COMMIT before close/fsync")
 			fs.Bool("nfs-caller-creds", true, "nfs: send each calling process's uid/gid/groups (AUTH_SYS) like the kernel client, so the server's permissions and root_squash apply per user; false: one identity (the URL's uid/gid or this process's) for all, owners set by SETATTR")
+			fs.Bool("nfs-soft", false, "nfs: soft mount: a call fails with EIO once the server has not answered for --nfs-timeo and --nfs-retrans (nfs(5)); default hard: wait until the server is back (interruptible); URL soft / hard wins")
+			fs.Uint("nfs-timeo", 600, "nfs: tenths of a second the first attempt of a call may take; each retry waits one timeo longer (nfs(5) timeo); URL timeo= wins")
+			fs.Uint("nfs-retrans", 2, "nfs: soft mount: retries after the first attempt before EIO (nfs(5) retrans); URL retrans= wins")
 			fs.Bool("nfs-debug", false, "nfs: log every FUSE request")
 		},
 		Run: runMountNFS,
@@ -51,6 +54,13 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		defaults.Set(k, strconv.FormatInt(n, 10))
 	}
 	defaults.Set("access", cfg.GetString("nfs-access"))
+	if cfg.GetBool("nfs-soft") {
+		defaults.Set("soft", "1")
+	} else {
+		defaults.Set("hard", "1") // as Linux NFS mounts
+	}
+	defaults.Set("timeo", strconv.FormatUint(uint64(cfg.GetUint("nfs-timeo")), 10))
+	defaults.Set("retrans", strconv.FormatUint(uint64(cfg.GetUint("nfs-retrans")), 10))
 	nu, err := nfsURLFrom(u, defaults)
 	if err != nil {
 		return err
@@ -113,13 +123,18 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 	if err != nil {
 		return fmt.Errorf("mount %s on %s: %w", u.Redacted(), dir, err)
 	}
-	slog.Info("mounted", "url", u.Redacted(), "dir", dir, "rsize", s.C.Rsize(), "wsize", s.C.Wsize(), "access", form)
+	slog.Info("mounted", "url", u.Redacted(), "dir", dir, "rsize", s.C.Rsize(), "wsize", s.C.Wsize(), "access", form,
+		"hard", nu.Opts.Hard, "timeo", nu.Opts.Timeout, "retrans", nu.Query.Get("retrans"))
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
 	select {
 	case <-done:
 		// Unmounted from outside (fusermount3 -u / umount).
 	case <-ctx.Done():
+		// A hard mount would keep calls to a down server waiting, and the
+		// programs making them keep the mount busy: let them fail (EIO)
+		// so the unmount goes through. Calls the server answers finish.
+		s.C.GiveUp()
 		if err := srv.Unmount(); err != nil {
 			slog.Warn("unmount failed; is the mount busy?", "dir", dir, "err", err)
 			// Bounded retries while programs leave the mount.

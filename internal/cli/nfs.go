@@ -28,7 +28,11 @@ import (
 //
 // URL form (shared with `tristore mount`):
 //
-//	nfs://host[:port]/export[/path/in/export][?mountport=P&rsize=N&wsize=N&uid=U&gid=G]
+//	nfs://host[:port]/export[/path/in/export][?mountport=P&rsize=N&wsize=N&uid=U&gid=G&hard|soft&timeo=D&retrans=N]
+//
+// hard, soft, timeo (tenths of a second) and retrans mean what they mean
+// in nfs(5); see client/nfs Options and docs/nfs.md. The commands here
+// are soft unless the URL says hard; `tristore mount` is hard by default.
 //
 // The export is found by asking the server's MOUNT EXPORT list for the
 // longest export that prefixes the URL path (else by trying prefixes).
@@ -60,7 +64,11 @@ func nfsURLFrom(u *url.URL, defaults url.Values) (*nfsURL, error) {
 		return nil, fmt.Errorf("URL %q: missing host", u.String())
 	}
 	q := u.Query()
+	urlMode := q.Has("hard") || q.Has("soft")
 	for k, v := range defaults {
+		if (k == "hard" || k == "soft") && urlMode {
+			continue // the URL chose hard or soft
+		}
 		if q.Get(k) == "" && len(v) > 0 && v[0] != "" {
 			q.Set(k, v[0])
 		}
@@ -93,6 +101,14 @@ func nfsURLFrom(u *url.URL, defaults url.Values) (*nfsURL, error) {
 		{"uid", 32, func(v uint64) { out.Opts.UID = u32(v) }},
 		{"gid", 32, func(v uint64) { out.Opts.GID = u32(v) }},
 		{"parallel", 16, func(v uint64) { out.Opts.Parallel = int(v) }},
+		// nfs(5): timeo in tenths of a second, retrans the retries.
+		{"timeo", 32, func(v uint64) { out.Opts.Timeout = time.Duration(v) * 100 * time.Millisecond }},
+		{"retrans", 16, func(v uint64) {
+			out.Opts.Retries = int(v)
+			if v == 0 {
+				out.Opts.Retries = -1 // none (0 means the default)
+			}
+		}},
 	} {
 		v, ok, err := num(o.key, o.bits)
 		if err != nil {
@@ -107,6 +123,37 @@ func nfsURLFrom(u *url.URL, defaults url.Values) (*nfsURL, error) {
 			return nil, fmt.Errorf("URL option %s=%d: want 4096..4194304", k, v)
 		}
 	}
+	if v, ok, _ := num("timeo", 32); ok && (v < 1 || v > 6000) {
+		return nil, fmt.Errorf("URL option timeo=%d: want 1..6000 tenths of a second", v)
+	}
+	if v, _, _ := num("retrans", 16); v > 1000 {
+		return nil, fmt.Errorf("URL option retrans=%d: want 0..1000", v)
+	}
+	// hard / soft (nfs(5)): a bare key or a true value selects it.
+	flag := func(k string) (bool, error) {
+		if !q.Has(k) {
+			return false, nil
+		}
+		switch q.Get(k) {
+		case "", "1", "true", "yes":
+			return true, nil
+		case "0", "false", "no":
+			return false, nil
+		}
+		return false, fmt.Errorf("URL option %s=%q: give it bare (?%s) or as %s=1", k, q.Get(k), k, k)
+	}
+	hard, err := flag("hard")
+	if err != nil {
+		return nil, err
+	}
+	soft, err := flag("soft")
+	if err != nil {
+		return nil, err
+	}
+	if hard && soft {
+		return nil, fmt.Errorf("URL %q: hard and soft both given", u.Redacted())
+	}
+	out.Opts.Hard = hard
 	out.Opts.MountAddr = out.MountAddr
 	return out, nil
 }
@@ -169,7 +216,7 @@ func newNFSCmd() *cobra.Command {
 		Short: "Use an NFS v3 server with the built-in userspace client (ls, cat, put, get, mkdir, rm, bench)",
 		Long: `nfs talks NFS v3 over TCP with tristore's own client; no kernel NFS needed.
 
-URL: nfs://host[:port]/export[/path][?mountport=P&rsize=N&wsize=N&uid=U&gid=G&parallel=N]
+URL: nfs://host[:port]/export[/path][?mountport=P&rsize=N&wsize=N&uid=U&gid=G&parallel=N&hard|soft&timeo=D&retrans=N]
 The port defaults to 2049 and MOUNT to the same port (tristore serves both on
 one); for ganesha or knfsd give mountport (e.g. 20048), or let the client ask
 the portmapper on port 111 (it does when the NFS port does not serve MOUNT).`,
