@@ -9,11 +9,13 @@
 //	benchtable record  -o RAW -round N -side SIDE -load-before "$(cat /proc/loadavg)" \
 //	                   [-json FILE|-] [-f NAME=PATH]... [-v NAME=NUMBER]...
 //	benchtable table   [-ours SIDE] RAW
+//	benchtable render  [-check] FILE.md...   fill the <!-- benchtable: RAW --> blocks
 //
 // Run it as `go run ./internal/benchtable table docs/bench/raw/<file>.jsonl`.
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -46,8 +48,10 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return cmdRecord(args[1:], stdin)
 	case "table":
 		return cmdTable(args[1:], stdout)
+	case "render":
+		return cmdRender(args[1:], stdout)
 	}
-	return fmt.Errorf("unknown subcommand %q: want machine, record or table", args[0])
+	return fmt.Errorf("unknown subcommand %q: want machine, record, table or render", args[0])
 }
 
 func cmdMachine(args []string) error {
@@ -205,5 +209,40 @@ func cmdTable(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	t.Markdown(stdout, fs.Arg(0))
+	return nil
+}
+
+func cmdRender(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	check := fs.Bool("check", false, "write nothing; fail if a block differs from its raw file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("render: give one or more markdown files")
+	}
+	for _, name := range fs.Args() {
+		md, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		out, raws, err := render(md, "")
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if *check {
+			if !bytes.Equal(md, out) {
+				return fmt.Errorf("%s: a table differs from its raw file at %s", name, firstDiff(md, out))
+			}
+			fmt.Fprintf(stdout, "%s: %d table(s) match their raw files\n", name, len(raws))
+			continue
+		}
+		if !bytes.Equal(md, out) {
+			if err := os.WriteFile(name, out, 0o644); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "%s: %d table(s) from %s\n", name, len(raws), strings.Join(raws, ", "))
+	}
 	return nil
 }

@@ -182,3 +182,56 @@ func TestDescribeMachine(t *testing.T) {
 		t.Errorf("machine description incomplete: %+v", m)
 	}
 }
+
+// TestRender fills a markdown block from its raw file, and -check catches
+// a figure edited by hand afterwards.
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "nfs.jsonl")
+	for _, args := range [][]string{
+		{"machine", "-o", raw, "-bench", "nfs", "-command", "sudo scripts/bench/nfs.sh 2 10", "-commit", "abc123"},
+		{"record", "-o", raw, "-round", "1", "-side", "tristore", "-load-before", "1 1 1", "-v", "creates/s=400"},
+		{"record", "-o", raw, "-round", "1", "-side", "ganesha", "-load-before", "1 1 1", "-v", "creates/s=500"},
+	} {
+		if err := run(args, nil, new(bytes.Buffer)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := filepath.Join(dir, "B.md")
+	text := "# B\n\nintro\n\n<!-- benchtable: " + raw + " -->\nold table\n<!-- /benchtable -->\n\noutro\n"
+	if err := os.WriteFile(md, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"render", "-check", md}, nil, new(bytes.Buffer)); err == nil {
+		t.Fatal("-check passed a block that is not what its raw file gives")
+	}
+	if err := run([]string{"render", md}, nil, new(bytes.Buffer)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(md)
+	for _, want := range []string{"intro\n\n<!-- benchtable: ", "| creates/s | 400 | 500 | 0.80× |", "commit abc123", "<!-- /benchtable -->\n\noutro\n"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("rendered file lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "old table") {
+		t.Error("old block content kept")
+	}
+	if err := run([]string{"render", "-check", md}, nil, new(bytes.Buffer)); err != nil {
+		t.Fatalf("-check after render: %v", err)
+	}
+	edited := strings.Replace(string(got), "| 400 |", "| 450 |", 1)
+	os.WriteFile(md, []byte(edited), 0o644)
+	err := run([]string{"render", "-check", md}, nil, new(bytes.Buffer))
+	if err == nil || !strings.Contains(err.Error(), "450") {
+		t.Errorf("-check of a hand-edited figure: %v", err)
+	}
+	os.WriteFile(md, []byte("<!-- benchtable: "+filepath.Join(dir, "gone.jsonl")+" -->\nx\n<!-- /benchtable -->\n"), 0o644)
+	if err := run([]string{"render", md}, nil, new(bytes.Buffer)); err == nil {
+		t.Error("render with a missing raw file: no error")
+	}
+	os.WriteFile(md, []byte("no blocks\n"), 0o644)
+	if err := run([]string{"render", md}, nil, new(bytes.Buffer)); err == nil {
+		t.Error("render of a file without blocks: no error")
+	}
+}
