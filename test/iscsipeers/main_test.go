@@ -6,11 +6,11 @@ package iscsipeers
 
 import (
 	"context"
-	"encoding/xml"
-	"os"
+	"fmt"
 	"os/exec"
-	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,30 +56,48 @@ func run(t *testing.T, timeout time.Duration, dir, name string, args ...string) 
 	return string(out)
 }
 
-// cuResults maps "Suite.Test" to pass (true) or fail (false), and counts
-// the tests that passed only by skipping (the tool counts a skip as a pass).
+// cuOutcome is one iscsi-test-cu test's result. The tool reports a test
+// that skipped ("[SKIPPED] X is not implemented") as passed; it is told
+// apart here so a skip is never counted as a pass.
+type cuOutcome int
+
+const (
+	cuPass cuOutcome = iota
+	cuSkip
+	cuFail
+)
+
+// cuResults is one iscsi-test-cu run: each "Suite.Test" with its outcome,
+// in the order they ran, and the tool's own Run Summary.
 type cuResults struct {
-	tests     map[string]bool
-	skipped   int
-	truncated bool // the results file ended early: the tool died mid-run
-	exit      int
+	tests    map[string]cuOutcome
+	order    []string
+	ran      int  // the Run Summary's "tests ... Ran" column
+	passed   int  // its Passed column (skips included)
+	failed   int  // its Failed column
+	complete bool // the Run Summary was printed: the tool did not die mid-run
+	exit     int
 }
 
-func (r cuResults) counts() (pass, fail int) {
-	for _, ok := range r.tests {
-		if ok {
+func (r cuResults) counts() (pass, skip, fail int) {
+	for _, o := range r.tests {
+		switch o {
+		case cuPass:
 			pass++
-		} else {
+		case cuSkip:
+			skip++
+		case cuFail:
 			fail++
 		}
 	}
 	return
 }
 
-func (r cuResults) failed() []string {
+// with lists the tests with outcome o, sorted.
+func (r cuResults) with(o cuOutcome) []string {
 	var out []string
-	for k, ok := range r.tests {
-		if !ok {
+	for k, v := range r.tests {
+		if v == o {
 			out = append(out, k)
 		}
 	}
@@ -87,93 +105,132 @@ func (r cuResults) failed() []string {
 	return out
 }
 
-// runTestCU runs iscsi-test-cu for one family in XML mode and parses
-// CUnitAutomated-Results.xml.
+// summary is "P passed, S skipped, F failed of N run".
+func (r cuResults) summary() string {
+	p, s, f := r.counts()
+	return fmt.Sprintf("%d passed, %d skipped, %d failed of %d run", p, s, f, len(r.tests))
+}
+
+// problem says why the run cannot be trusted, or "" when it can: the tool
+// died before its Run Summary (a crash or kill), ran no test, or ran a
+// different number of tests than were parsed.
+func (r cuResults) problem() string {
+	switch {
+	case !r.complete:
+		return fmt.Sprintf("the tool did not finish (no Run Summary; exit %d); %d tests parsed", r.exit, len(r.tests))
+	case r.ran == 0 || len(r.tests) == 0:
+		return fmt.Sprintf("no test ran (Run Summary: %d run; exit %d)", r.ran, r.exit)
+	}
+	if p, s, f := r.counts(); r.ran != len(r.tests) || r.passed != p+s || r.failed != f {
+		return fmt.Sprintf("the Run Summary says %d ran, %d passed, %d failed but the output gives %s",
+			r.ran, r.passed, r.failed, r.summary())
+	}
+	return ""
+}
+
+// runTestCU runs iscsi-test-cu for one family in its verbose mode and
+// parses what it prints. (The XML mode cannot be used: it records a
+// skipped test as a success and its [SKIPPED] lines cannot be tied to a
+// test.)
 func runTestCU(t *testing.T, family, url string) cuResults {
 	t.Helper()
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "iscsi-test-cu", "--dataloss", "-x", "-t", family, url)
-	cmd.Dir = dir
-	// It exits non-zero when a test fails; the XML file says which.
+	cmd := exec.CommandContext(ctx, "iscsi-test-cu", "--dataloss", "--verbose", "-t", family, url)
+	cmd.Dir = t.TempDir()
+	// Its exit status does not say whether tests failed; the output does.
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("iscsi-test-cu -t %s %s: %v\n%s", family, url, err, out)
 	}
-	res := parseCU(t, filepath.Join(dir, "CUnitAutomated-Results.xml"))
-	res.skipped = strings.Count(string(out), "[SKIPPED]")
+	res := parseCU(string(out))
 	res.exit = cmd.ProcessState.ExitCode()
 	return res
 }
 
-type cuXML struct {
-	Suites []struct {
-		Success *cuSuite `xml:"CUNIT_RUN_SUITE_SUCCESS"`
-		Failure *cuSuite `xml:"CUNIT_RUN_SUITE_FAILURE"`
-	} `xml:"CUNIT_RESULT_LISTING>CUNIT_RUN_SUITE"`
-}
+var cuRunSummary = regexp.MustCompile(`^\s*tests\s+(\d+)\s+(\d+)\s+(\d+|n/a)\s+(\d+)\s+(\d+)\s*$`)
 
-type cuSuite struct {
-	Name    string `xml:"SUITE_NAME"`
-	Records []struct {
-		Success *struct {
-			Name string `xml:"TEST_NAME"`
-		} `xml:"CUNIT_RUN_TEST_SUCCESS"`
-		Failure *struct {
-			Name string `xml:"TEST_NAME"`
-		} `xml:"CUNIT_RUN_TEST_FAILURE"`
-	} `xml:"CUNIT_RUN_TEST_RECORD"`
-}
-
-func parseCU(t *testing.T, path string) cuResults {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("iscsi-test-cu wrote no results: %v", err)
-	}
-	// The file declares a DTD we do not have; the decoder ignores it.
-	var x cuXML
-	d := xml.NewDecoder(strings.NewReader(string(b)))
-	d.Strict = false
-	res := cuResults{tests: map[string]bool{}}
-	if err := d.Decode(&x); err != nil {
-		// A tool killed mid-run leaves a truncated file: close the open
-		// elements and keep what was recorded.
-		t.Logf("%s is incomplete (%v); using the results it has", path, err)
-		res.truncated = true
-		x = cuXML{}
-		fixed := string(b[:strings.LastIndex(string(b), "</CUNIT_RUN_TEST_RECORD>")+len("</CUNIT_RUN_TEST_RECORD>")])
-		fixed += "</CUNIT_RUN_SUITE_SUCCESS></CUNIT_RUN_SUITE></CUNIT_RESULT_LISTING></CUNIT_TEST_RUN_REPORT>"
-		d = xml.NewDecoder(strings.NewReader(fixed))
-		d.Strict = false
-		if err := d.Decode(&x); err != nil {
-			t.Fatalf("parsing %s: %v", path, err)
+// parseCU reads CUnit's verbose output: "Suite: S", then per test
+// "  Test: T ..." followed, on the same line or after the test's own
+// output, by "passed" or "FAILED"; a passed test that printed a [SKIPPED]
+// line is a skip. A test left open when the output ends (the tool died)
+// is a failure. The "Run Summary:" table gives the number of tests run.
+func parseCU(out string) cuResults {
+	res := cuResults{tests: map[string]cuOutcome{}, ran: -1}
+	var suite, test string
+	open, skipped, inSummary := false, false, false
+	finish := func(o cuOutcome) {
+		k := suite + "." + test
+		if _, seen := res.tests[k]; !seen {
+			res.order = append(res.order, k)
 		}
+		res.tests[k] = o
+		open = false
 	}
-	for _, s := range x.Suites {
-		su := s.Success
-		if su == nil {
-			su = s.Failure
+	// The result word starts its line, or follows "Test: T ..."; output
+	// from the next steps may follow it on the same line.
+	result := func(s string) bool {
+		word, _, _ := strings.Cut(s, " ")
+		switch word {
+		case "passed":
+			if skipped {
+				finish(cuSkip)
+			} else {
+				finish(cuPass)
+			}
+			return true
+		case "FAILED":
+			finish(cuFail)
+			return true
 		}
-		if su == nil {
+		return false
+	}
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if name, ok := strings.CutPrefix(l, "Suite: "); ok {
+			if open {
+				finish(cuFail)
+			}
+			suite = strings.TrimSpace(name)
 			continue
 		}
-		name := strings.TrimSpace(su.Name)
-		for _, r := range su.Records {
-			switch {
-			case r.Failure != nil:
-				res.tests[name+"."+strings.TrimSpace(r.Failure.Name)] = false
-			case r.Success != nil:
-				k := name + "." + strings.TrimSpace(r.Success.Name)
-				if _, seen := res.tests[k]; !seen {
-					res.tests[k] = true
-				}
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "Test: "); ok && strings.Contains(rest, " ...") {
+			if open {
+				finish(cuFail)
 			}
+			name, after, _ := strings.Cut(rest, " ...")
+			test, open, skipped = strings.TrimSpace(name), true, false
+			if result(after) {
+				continue
+			}
+			l = after
 		}
+		if strings.HasPrefix(strings.TrimSpace(l), "Run Summary:") {
+			if open {
+				finish(cuFail)
+			}
+			inSummary = true
+			continue
+		}
+		if inSummary {
+			if m := cuRunSummary.FindStringSubmatch(l); m != nil {
+				res.ran, _ = strconv.Atoi(m[2])
+				res.passed, _ = strconv.Atoi(m[3])
+				res.failed, _ = strconv.Atoi(m[4])
+				res.complete = true
+			}
+			continue
+		}
+		if !open {
+			continue
+		}
+		if strings.Contains(l, "[SKIPPED]") {
+			skipped = true
+		}
+		result(l)
 	}
-	if len(res.tests) == 0 {
-		t.Fatalf("no test results in %s", path)
+	if open {
+		finish(cuFail)
 	}
 	return res
 }
