@@ -109,6 +109,13 @@ func ParseSense(b []byte) (Sense, error) {
 			s.InfoValid = true
 			s.Info = be.Uint32(b[3:])
 		}
+		// Sense-key specific bytes (SKSV set): for ILLEGAL REQUEST, the
+		// field pointer, so what Marshal wrote reads back the same.
+		if len(b) >= 18 && b[7] >= 10 && b[15]&0x80 != 0 {
+			s.FieldPointerValid = true
+			s.FieldInCDB = b[15]&0x40 != 0
+			s.FieldPointer = be.Uint16(b[16:])
+		}
 	case 0x72, 0x73:
 		if len(b) < 4 {
 			return s, fmt.Errorf("iscsi: short descriptor sense data")

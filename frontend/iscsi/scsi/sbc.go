@@ -279,12 +279,14 @@ func (lu *LU) writeSame(ctx context.Context, r *Request) *Response {
 	if rw.NDOB {
 		pattern = make([]byte, lu.bs)
 	}
+	// A device error while writing is a WRITE ERROR, not a read error.
+	failW := func(err error) *Response { return checkConditionRW(err, true).dataOut(want) }
 	lu.cawMu.RLock()
 	defer lu.cawMu.RUnlock()
 	if rw.Unmap && isZero(pattern) {
 		if um, ok := lu.dev.(blockdev.Unmapper); ok {
 			if err := um.Unmap(ctx, off, n); err != nil {
-				return fail(err)
+				return failW(err)
 			}
 			return good(nil).dataOut(want)
 		}
@@ -296,13 +298,13 @@ func (lu *LU) writeSame(ctx context.Context, r *Request) *Response {
 	for done := int64(0); done < n; {
 		c := min(int64(len(chunk)), n-done)
 		if _, err := lu.dev.WriteAt(ctx, chunk[:c], off+done); err != nil {
-			return fail(err)
+			return failW(err)
 		}
 		done += c
 	}
 	if !lu.wce.Load() {
 		if err := lu.dev.Flush(ctx); err != nil {
-			return fail(err)
+			return failW(err)
 		}
 	}
 	return good(nil).dataOut(want)
@@ -351,7 +353,7 @@ func (lu *LU) unmap(ctx context.Context, r *Request) *Response {
 			continue
 		}
 		if err := um.Unmap(ctx, int64(d.LBA)*int64(lu.bs), int64(d.Blocks)*int64(lu.bs)); err != nil {
-			return fail(err)
+			return checkConditionRW(err, true).dataOut(plen)
 		}
 	}
 	return good(nil).dataOut(plen)
@@ -407,7 +409,7 @@ func (lu *LU) compareAndWrite(ctx context.Context, r *Request) *Response {
 		return fail(errMiscompare(uint32(i)))
 	}
 	if err := lu.writeLocked(ctx, r.DataOut[n:], off, rw.FUA); err != nil {
-		return fail(err)
+		return checkConditionRW(err, true).dataOut(want)
 	}
 	return resp
 }
@@ -445,7 +447,7 @@ func (lu *LU) orWrite(ctx context.Context, r *Request) *Response {
 		medium[i] |= b
 	}
 	if err := lu.writeLocked(ctx, medium, off, rw.FUA); err != nil {
-		return fail(err)
+		return checkConditionRW(err, true).dataOut(want)
 	}
 	return resp
 }
