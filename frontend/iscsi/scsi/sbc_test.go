@@ -73,8 +73,8 @@ func TestReadWriteAllSizes(t *testing.T) {
 			}{
 				{0, 1, 0},
 				{7, 3, 0},
-				{2047, 1, 0},             // the last block
-				{2040, 8, 0},             // up to the end
+				{2047, 1, 0},                      // the last block
+				{2040, 8, 0},                      // up to the end
 				{2048, 1, iscsi.ASCLBAOutOfRange}, // one past
 				{2041, 8, iscsi.ASCLBAOutOfRange}, // straddles the end
 				{1 << 20, 1, iscsi.ASCLBAOutOfRange},
