@@ -151,6 +151,11 @@ func (f *FS) Mount(dir string) error {
 		Options:              []string{"default_permissions"},
 		MaxWrite:             1 << 20,
 		DisabledCapabilities: fuse.CAP_READDIRPLUS,
+		// Export support lets open_by_handle_at find an inode the kernel
+		// has forgotten (LOOKUP of "." and ".." by node id), so file
+		// handles survive a remount as ext4's survive a reboot: the NFS
+		// server's handles from before a cut must still resolve after it.
+		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT,
 	})
 	if err != nil {
 		return fmt.Errorf("powerloss: mount %s: %w", dir, err)

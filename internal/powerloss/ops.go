@@ -90,6 +90,27 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 		return st
 	}
 	defer f.mu.Unlock()
+	if name == "." || name == ".." { // export support: by node id
+		n, st := f.get(h.NodeId)
+		if !st.Ok() {
+			return st
+		}
+		if name == ".." {
+			if !n.isDir() {
+				return fuse.ENOTDIR
+			}
+			p := uint64(rootIno)
+			if n.ino != rootIno {
+				var ok bool
+				if p, ok = f.parentOf(n.ino); !ok {
+					return fuse.ENOENT
+				}
+			}
+			n = f.nodes[p]
+		}
+		f.fillEntry(n, out)
+		return fuse.OK
+	}
 	d, st := f.getDir(h.NodeId)
 	if !st.Ok() {
 		return st
