@@ -115,3 +115,4 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 cleanup
 bench_table
+rm -rf "$BENCH_DIR" # kept when the run fails, for the servers' logs
