@@ -514,3 +514,25 @@ func TestDeviceErrors(t *testing.T) {
 		}
 	}
 }
+
+// flushCounter is a device without WriteAtFUA that counts flushes.
+type flushCounter struct {
+	sizedDev
+	flushes int
+}
+
+func (d *flushCounter) Flush(context.Context) error { d.flushes++; return nil }
+
+// TestFUAWithoutFUAWriter: on a device without WriteAtFUA, a FUA write (or
+// any write with WCE=0) is a write followed by Flush before GOOD.
+func TestFUAWithoutFUAWriter(t *testing.T) {
+	d := &flushCounter{sizedDev: sizedDev{size: 1 << 20}}
+	lu := New(Config{Dev: d})
+	wantGood(t, "plain", exec(lu, "A", iscsi.Write10(0, 1, false), make([]byte, 512)))
+	wantGood(t, "fua", exec(lu, "A", iscsi.Write10(0, 1, true), make([]byte, 512)))
+	lu.wce.Store(false)
+	wantGood(t, "wce off", exec(lu, "A", iscsi.Write16(0, 1, false), make([]byte, 512)))
+	if d.flushes != 2 {
+		t.Fatalf("flushes %d, want 2 (FUA, WCE=0)", d.flushes)
+	}
+}
