@@ -15,6 +15,9 @@ var (
 	ErrMisaligned = errors.New("blockdev: misaligned I/O")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("blockdev: device closed")
+	// ErrNotSupported is an optional operation (Unmap, WriteZeroes) the
+	// device below cannot do, e.g. UNMAP on a LUN that is not thin.
+	ErrNotSupported = errors.New("blockdev: operation not supported by the device")
 )
 
 // Device is a fixed-size array of blocks. Offsets and lengths are in bytes
@@ -31,8 +34,15 @@ type Device interface {
 }
 
 // Unmapper deallocates a range (SCSI UNMAP); later reads return zeros.
+// It fails with an error wrapping ErrNotSupported when the device cannot.
 type Unmapper interface {
 	Unmap(ctx context.Context, off, n int64) error
+}
+
+// Zeroer writes zeros over a range without sending a buffer of them (SCSI
+// WRITE SAME); the range stays allocated.
+type Zeroer interface {
+	WriteZeroes(ctx context.Context, off, n int64) error
 }
 
 // FUAWriter writes with Force Unit Access: the data is durable when it returns.

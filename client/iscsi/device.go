@@ -41,6 +41,7 @@ func (s *Session) probe(ctx context.Context) error {
 	s.capacity = c
 	s.blockSize = int(c.BlockSize)
 	s.size = int64(c.LastLBA+1) * int64(c.BlockSize)
+	s.limits = s.readBlockLimits(ctx)
 	return nil
 }
 
@@ -240,47 +241,9 @@ func (s *Session) Flush(ctx context.Context) error {
 	return nil
 }
 
-// ErrUnmapUnsupported is returned by Unmap when the LUN refuses UNMAP.
-var ErrUnmapUnsupported = errors.New("iscsi: the LUN does not support UNMAP")
-
-// Unmap deallocates [off, off+n) with UNMAP (block-aligned).
-func (s *Session) Unmap(ctx context.Context, off, n int64) error {
-	if err := s.check(0, off); err != nil {
-		return err
-	}
-	if n%int64(s.blockSize) != 0 || off+n > s.size || n < 0 {
-		return blockdev.ErrMisaligned
-	}
-	var ds []proto.UnmapDescriptor
-	lba, blocks := uint64(off/int64(s.blockSize)), uint64(n/int64(s.blockSize))
-	for blocks > 0 {
-		b := min(blocks, 1<<22)
-		ds = append(ds, proto.UnmapDescriptor{LBA: lba, Blocks: uint32(b)})
-		lba += b
-		blocks -= b
-	}
-	for len(ds) > 0 {
-		batch := ds[:min(len(ds), 64)]
-		ds = ds[len(batch):]
-		params := proto.UnmapParams(batch)
-		r, err := s.Do(ctx, &Command{CDB: proto.Unmap(uint16(len(params))), Out: params})
-		if err != nil {
-			return err
-		}
-		if err := r.Err(); err != nil {
-			var cc *proto.CheckConditionError
-			if errors.As(err, &cc) && cc.Sense.Key == proto.SenseIllegalRequest &&
-				(cc.Sense.ASC == proto.ASCInvalidOpcode || cc.Sense.ASC == proto.ASCInvalidFieldInCDB) {
-				return ErrUnmapUnsupported
-			}
-			return fmt.Errorf("iscsi: UNMAP: %w", err)
-		}
-	}
-	return nil
-}
-
 var (
 	_ blockdev.Device    = (*Session)(nil)
 	_ blockdev.FUAWriter = (*Session)(nil)
 	_ blockdev.Unmapper  = (*Session)(nil)
+	_ blockdev.Zeroer    = (*Session)(nil)
 )

@@ -25,6 +25,8 @@ type fakeTarget struct {
 	onCmd func(conn int32, cmd *proto.PDU) []*proto.PDU
 	// afterLogin runs once a connection is in full feature phase.
 	afterLogin func(conn int32, send func(*proto.PDU))
+	// capacity answers READ CAPACITY (16) (default: 2048 blocks of 512).
+	capacity proto.Capacity
 	wg         sync.WaitGroup
 }
 
@@ -125,7 +127,11 @@ func (f *fakeTarget) serve(nc net.Conn) {
 			case proto.ScsiTestUnitReady:
 				send(&proto.PDU{Opcode: proto.OpSCSIResponse, Final: true, ITT: p.ITT})
 			case proto.ScsiServiceActionIn16:
-				data := proto.Capacity{LastLBA: 2047, BlockSize: 512}.Marshal16()
+				c := f.capacity
+				if c.BlockSize == 0 {
+					c = proto.Capacity{LastLBA: 2047, BlockSize: 512}
+				}
+				data := c.Marshal16()
 				send(&proto.PDU{Opcode: proto.OpDataIn, Final: true, StatusPresent: true, ITT: p.ITT, TTT: proto.ReservedTag, Data: data})
 			default:
 				for _, r := range f.onCmd(n, p) {

@@ -62,6 +62,7 @@ type Session struct {
 	blockSize int
 	size      int64
 	capacity  proto.Capacity
+	limits    proto.BlockLimits // from VPD B0h at Open (zero if the LUN has none)
 }
 
 // Dial connects to cfg.Portal and logs in to cfg.Target (which must be

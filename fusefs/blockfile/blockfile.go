@@ -9,6 +9,13 @@
 // aligned to the device block size (possible with buffered I/O from any
 // program) are done as read-modify-write of the edge blocks, serialised
 // against other writes so they never lose a concurrent aligned write.
+//
+// Discard reaches the device: fallocate(PUNCH_HOLE|KEEP_SIZE) on the file
+// becomes blockdev.Unmapper.Unmap (UNMAP / WRITE SAME with UNMAP on iSCSI)
+// and ZERO_RANGE becomes blockdev.Zeroer.WriteZeroes. statfs reports a
+// block size, which the loop driver takes as its discard granularity: with
+// both, a loop device on the file advertises discard, so fstrim and
+// mount -o discard free space on a thin LUN.
 package blockfile
 
 import (
@@ -63,7 +70,7 @@ func Mount(dir string, dev blockdev.Device, o Options) (*Server, error) {
 		o.FsName = "tristore-blockfile"
 	}
 	node := NewNode(dev, o.ReadOnly)
-	root := &fs.Inode{}
+	root := &rootNode{file: node}
 	sec := time.Second
 	opts := &fs.Options{
 		AttrTimeout:  &sec,
@@ -101,6 +108,17 @@ func (s *Server) Unmount() error {
 		return fmt.Errorf("blockfile: unmount %s: %w", s.dir, err)
 	}
 	return nil
+}
+
+// rootNode is the mount's directory; it answers statfs like the file.
+type rootNode struct {
+	fs.Inode
+	file *Node
+}
+
+// Statfs: see Node.Statfs.
+func (r *rootNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return r.file.Statfs(ctx, out)
 }
 
 // Node is the FUSE inode of the block file. It is exported so tests and
@@ -249,6 +267,108 @@ func (n *Node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 // fsync's job, as on a local disk.
 func (n *Node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno { return 0 }
 
+// Statfs describes the mount as one full file system of the device's
+// size. The block size matters: the loop driver uses it as its discard
+// granularity, and with 0 (go-fuse's default) it advertises no discard.
+func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	bs := uint32(max(n.bs, 4096))
+	*out = fuse.StatfsOut{Bsize: bs, Frsize: bs, Blocks: uint64(n.dev.Size()) / uint64(bs),
+		Files: 1, NameLen: 255}
+	return 0
+}
+
+// Linux fallocate(2) modes.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Allocate serves fallocate(2) on the file:
+//   - PUNCH_HOLE|KEEP_SIZE (a loop device's discard): the device
+//     deallocates the range (Unmapper), which then reads back as zeros;
+//     EOPNOTSUPP when it cannot, so the loop driver stops sending discards;
+//   - ZERO_RANGE (a loop device's write-zeroes): zeros, kept allocated
+//     (Zeroer, else plain writes);
+//   - anything else (preallocation, growing the file): EOPNOTSUPP, since a
+//     LUN has a fixed size and a thin one cannot reserve space.
+//
+// Parts of blocks at the edges are zeroed by read-modify-write; a range
+// past the end is clipped when KEEP_SIZE is set.
+func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	if n.readOnly {
+		return syscall.EROFS
+	}
+	punch := mode == fallocPunchHole|fallocKeepSize
+	zero := mode&^fallocKeepSize == fallocZeroRange
+	if !punch && !zero {
+		return syscall.EOPNOTSUPP
+	}
+	devSize := uint64(n.dev.Size())
+	if off > 1<<62 || size > 1<<62 {
+		return syscall.EFBIG
+	}
+	end := off + size
+	if end > devSize {
+		if mode&fallocKeepSize == 0 {
+			return syscall.EFBIG
+		}
+		end = devSize
+	}
+	if off >= end {
+		return 0
+	}
+	if punch {
+		if _, ok := n.dev.(blockdev.Unmapper); !ok {
+			return syscall.EOPNOTSUPP
+		}
+	}
+	start, stop := int64(off), int64(end)
+	a, e := roundUp(start, n.bs), stop-stop%n.bs // whole blocks [a, e)
+	if a < e {
+		n.wmu.RLock()
+		var err error
+		if punch {
+			err = n.dev.(blockdev.Unmapper).Unmap(ctx, a, e-a)
+		} else {
+			err = n.writeZeroes(ctx, a, e-a)
+		}
+		n.wmu.RUnlock()
+		if errors.Is(err, blockdev.ErrNotSupported) {
+			return syscall.EOPNOTSUPP
+		}
+		if err != nil {
+			return toErrno(err)
+		}
+	} else {
+		a, e = stop, stop // inside one block: all of it is an edge
+	}
+	for _, r := range [][2]int64{{start, min(a, stop)}, {max(e, start), stop}} {
+		if r[0] < r[1] {
+			if err := n.rmw(ctx, make([]byte, r[1]-r[0]), r[0]); err != nil {
+				return toErrno(err)
+			}
+		}
+	}
+	return 0
+}
+
+// writeZeroes zeros whole blocks, with the device's Zeroer if it has one.
+func (n *Node) writeZeroes(ctx context.Context, off, size int64) error {
+	if z, ok := n.dev.(blockdev.Zeroer); ok {
+		return z.WriteZeroes(ctx, off, size)
+	}
+	buf := make([]byte, min(size, 1<<20))
+	for done := int64(0); done < size; {
+		c := min(int64(len(buf)), size-done)
+		if _, err := n.dev.WriteAt(ctx, buf[:c], off+done); err != nil {
+			return err
+		}
+		done += c
+	}
+	return nil
+}
+
 func roundUp(x, b int64) int64 { return (x + b - 1) / b * b }
 
 // toErrno is the one place device errors become errno values.
@@ -276,4 +396,7 @@ var (
 	_ fs.NodeWriter    = (*Node)(nil)
 	_ fs.NodeFsyncer   = (*Node)(nil)
 	_ fs.NodeFlusher   = (*Node)(nil)
+	_ fs.NodeStatfser  = (*Node)(nil)
+	_ fs.NodeAllocater = (*Node)(nil)
+	_ fs.NodeStatfser  = (*rootNode)(nil)
 )
