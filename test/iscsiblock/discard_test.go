@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tristore/tristore/client/iscsi"
+	"github.com/tristore/tristore/fusefs/blockfile"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
 	"github.com/tristore/tristore/internal/testutil"
 )
@@ -24,7 +25,24 @@ func allocated(t *testing.T, path string) int64 {
 	return st.Blocks * 512
 }
 
-// TestFstrimReachesVolume: kernel ext4 -> loop -> FUSE file -> our
+// upFS is up() for any file system: FUSE mount of dev, a loop device on
+// the file, mkfs (argv, the device appended), mount. Cleanups first.
+func upFS(t *testing.T, dev *iscsi.Session, mnt string, mkfs ...string) *stack {
+	t.Helper()
+	s := &stack{fuse: t.TempDir(), mnt: mnt}
+	srv, err := blockfile.Mount(s.fuse, dev, blockfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv = srv
+	t.Cleanup(func() { s.down(t) })
+	s.loop = run(t, time.Minute, "losetup", "-f", "--show", filepath.Join(s.fuse, "lun"))
+	run(t, 3*time.Minute, mkfs[0], append(mkfs[1:], s.loop)...)
+	run(t, time.Minute, "mount", s.loop, mnt)
+	return s
+}
+
+// TestFstrimReachesVolume: kernel ext4 or XFS -> loop -> FUSE file -> our
 // initiator -> our target -> a sparse volume file. Writing a file grows
 // the volume's allocation; removing it and running fstrim must shrink it
 // again: the loop device advertises discard (statfs block size), turns it
@@ -35,18 +53,35 @@ func TestFstrimReachesVolume(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse on this machine")
 	}
-	for _, c := range []string{"losetup", "mkfs.ext4", "mount", "umount", "fstrim"} {
+	for _, c := range []string{"losetup", "mount", "umount", "fstrim"} {
 		testutil.NeedCmd(t, c)
 	}
-	tg := startOurs(t, 128<<20, iscsitgt.CHAPConfig{})
-	dev := openDev(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, QueueDepth: 16})
-	defer dev.Close()
-	s := dev.(*iscsi.Session)
+	for _, fs := range []struct {
+		name  string
+		mkfs  []string
+		check []string
+	}{
+		// no discard at mkfs: the volume starts with what mkfs wrote
+		{"ext4", []string{"mkfs.ext4", "-q", "-F", "-E", "nodiscard"}, []string{"e2fsck", "-fn"}},
+		{"xfs", []string{"mkfs.xfs", "-q", "-f", "-K"}, []string{"xfs_repair", "-n"}},
+	} {
+		t.Run(fs.name, func(t *testing.T) {
+			testutil.NeedCmd(t, fs.mkfs[0])
+			testutil.NeedCmd(t, fs.check[0])
+			fstrimCase(t, fs.mkfs, fs.check)
+		})
+	}
+}
+
+func fstrimCase(t *testing.T, mkfs, check []string) {
+	tg := startOurs(t, 320<<20, iscsitgt.CHAPConfig{}) // XFS wants at least 300 MiB
+	s := openDev(t, iscsi.Config{Portal: tg.Portal, Target: tg.IQN, QueueDepth: 16}).(*iscsi.Session)
+	defer s.Close()
 	if !s.Thin() {
 		t.Fatal("our target's LUN does not report LBPME")
 	}
 	mnt := t.TempDir()
-	st := up(t, dev, mnt, true)
+	st := upFS(t, s, mnt, mkfs...)
 
 	var sfs syscall.Statfs_t
 	if err := syscall.Statfs(filepath.Join(st.fuse, "lun"), &sfs); err != nil || sfs.Bsize == 0 {
@@ -84,5 +119,5 @@ func TestFstrimReachesVolume(t *testing.T) {
 	}
 	run(t, time.Minute, "umount", mnt)
 	st.mnt = ""
-	run(t, 3*time.Minute, "e2fsck", "-fn", st.loop)
+	run(t, 3*time.Minute, check[0], append(check[1:], st.loop)...)
 }
