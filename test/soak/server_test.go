@@ -95,6 +95,9 @@ func (s *server) start(timeout time.Duration) (time.Duration, error) {
 		"--s3-addr", s.addr["s3"], "--nfs-addr", s.addr["nfs"], "--iscsi-addr", s.addr["iscsi"]}
 	var cmd *exec.Cmd
 	if s.netns != "" {
+		// The default export admits 127.0.0.0/8 only; the client side of
+		// the link is 192.0.2.1.
+		args = append(args, "--nfs-export", "/=rw,clients=127.0.0.0/8+192.0.2.0/24,no_root_squash")
 		cmd = exec.Command("nsenter", append([]string{"--net=" + s.netns, "--", s.bin}, args...)...)
 	} else {
 		cmd = exec.Command(s.bin, args...)
