@@ -82,7 +82,7 @@ func lunScenario(t testing.TB, r *rig, seed uint64, rounds int, ops lunOps) *rep
 		if err != nil {
 			t.Fatalf("caching mode page: %v", err)
 		}
-		cut := newCutter(rng, 24)
+		cut := newCutter(rng, 60)
 		stop := make(chan struct{})
 		rctx, rcancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -103,7 +103,7 @@ func lunScenario(t testing.TB, r *rig, seed uint64, rounds int, ops lunOps) *rep
 		s.Close()
 		srv = r.start(ctx)
 		lunCheck(ctx, srv.addrs["iscsi"], blocks, rep, round)
-		t.Logf("iscsi round %d (WCE=%v): cut after %d completions; %d violations so far", round, wce, cut.acks, len(rep.errs))
+		t.Logf("iscsi round %d (WCE=%v): cut after %d completions; %d violations so far; fs %+v", round, wce, cut.acks, len(rep.errs), r.fs.Stats())
 	}
 	return rep
 }
@@ -190,7 +190,7 @@ func lunCheck(ctx context.Context, portal string, blocks []blockState, rep *repo
 
 func TestISCSIPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
-	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(4), allLUNOps)
+	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allLUNOps)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}

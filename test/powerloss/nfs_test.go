@@ -79,7 +79,7 @@ func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *rep
 		if err != nil {
 			t.Fatalf("nfs mount: %v", err)
 		}
-		cut := newCutter(rng, 16)
+		cut := newCutter(rng, 40)
 		stop := make(chan struct{})
 		rctx, rcancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -105,12 +105,11 @@ func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *rep
 		close(stop)
 		rcancel() // calls in flight stay unacknowledged
 		wg.Wait()
-		t2 := time.Now()
 		c.Close()
 		srv = r.start(ctx)
 		t3 := time.Now()
 		nfsCheck(ctx, r, srv.addrs["nfs"], files, verf, ops.oldHandles, rep, round)
-		t.Logf("nfs round %d: cut after %d replies; %d violations so far, %d old handles checked (%v %v %v %v)", round, cut.acks, len(rep.errs), rep.acks, t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), time.Since(t3))
+		t.Logf("nfs round %d: cut after %d replies (%v running, %v to reboot, %v to check); %d violations so far, %d old handles checked; fs %+v", round, cut.acks, t1.Sub(t0), t3.Sub(t1), time.Since(t3), len(rep.errs), rep.acks, r.fs.Stats())
 	}
 	return rep
 }
@@ -293,7 +292,7 @@ func nfsCheck(ctx context.Context, r *rig, addr string, files []map[string]*nfsF
 
 func TestNFSPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
-	rep := nfsScenario(t, r, uint64(time.Now().UnixNano()), iterations(4), allNFSOps)
+	rep := nfsScenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allNFSOps)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}

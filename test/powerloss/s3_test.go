@@ -48,10 +48,23 @@ func s3Client(addr string) *awss3.Client {
 	})
 }
 
+// s3Key is worker w's key number k. Keys sit at different depths so that
+// PUTs create parent directories (which DELETE removes again when empty).
+func s3Key(w, k int) string {
+	switch k {
+	case 0:
+		return fmt.Sprintf("w%d/k0", w)
+	case 1:
+		return fmt.Sprintf("w%d/s1/k1", w)
+	}
+	return fmt.Sprintf("w%d/s%d/deep/k%d", w, k, k)
+}
+
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:8]) }
 
-// s3Ops names the operations a run may use.
-type s3Ops struct{ put, multipart, copy, del bool }
+// s3Ops names the operations a run may use; with cutOnDelete only DELETE
+// replies count towards the cut (so it lands right after one).
+type s3Ops struct{ put, multipart, copy, del, cutOnDelete bool }
 
 var allS3Ops = s3Ops{put: true, multipart: true, copy: true, del: true}
 
@@ -72,13 +85,13 @@ func s3Scenario(t testing.TB, r *rig, seed uint64, rounds int, ops s3Ops) *repor
 	keys := map[string]*keyState{}
 	for w := range s3Workers {
 		for k := range s3Keys {
-			keys[fmt.Sprintf("w%d/k%d", w, k)] = &keyState{acked: absent}
+			keys[s3Key(w, k)] = &keyState{acked: absent}
 		}
 	}
 	var mu sync.Mutex // guards keys
 	for round := range rounds {
 		c := s3Client(srv.addrs["s3"])
-		cut := newCutter(rng, 12)
+		cut := newCutter(rng, 40)
 		stop := make(chan struct{})
 		rctx, rcancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -98,7 +111,7 @@ func s3Scenario(t testing.TB, r *rig, seed uint64, rounds int, ops s3Ops) *repor
 		wg.Wait()
 		srv = r.start(ctx)
 		s3Check(ctx, r, s3Client(srv.addrs["s3"]), keys, rep, round)
-		t.Logf("s3 round %d: cut after %d acks; %d violations so far", round, cut.acks, len(rep.errs))
+		t.Logf("s3 round %d: cut after %d acks; %d violations so far; fs %+v", round, cut.acks, len(rep.errs), r.fs.Stats())
 	}
 	rep.acks = 0
 	return rep
@@ -112,7 +125,7 @@ func s3Worker(ctx context.Context, c *awss3.Client, w int, seed uint64, ops s3Op
 			return
 		default:
 		}
-		key := fmt.Sprintf("w%d/k%d", w, rng.IntN(s3Keys))
+		key := s3Key(w, rng.IntN(s3Keys))
 		mu.Lock()
 		st := keys[key]
 		mu.Unlock()
@@ -129,7 +142,7 @@ func s3Worker(ctx context.Context, c *awss3.Client, w int, seed uint64, ops s3Op
 			body = payload(rng.Uint64(), 1+rng.IntN(200<<10))
 			do = func(ctx context.Context) error { return multipart(ctx, c, key, body) }
 		case op < 7 && ops.copy:
-			src := fmt.Sprintf("w%d/k%d", w, rng.IntN(s3Keys))
+			src := s3Key(w, rng.IntN(s3Keys))
 			mu.Lock()
 			srcState := keys[src].acked
 			mu.Unlock()
@@ -146,7 +159,9 @@ func s3Worker(ctx context.Context, c *awss3.Client, w int, seed uint64, ops s3Op
 			mu.Lock()
 			st.acked, st.pending = srcState, ""
 			mu.Unlock()
-			cut.ack()
+			if !ops.cutOnDelete {
+				cut.ack()
+			}
 			continue
 		case ops.del:
 			if st.acked == absent {
@@ -175,7 +190,9 @@ func s3Worker(ctx context.Context, c *awss3.Client, w int, seed uint64, ops s3Op
 		mu.Lock()
 		st.acked, st.pending = want, ""
 		mu.Unlock()
-		cut.ack()
+		if !ops.cutOnDelete || want == absent {
+			cut.ack()
+		}
 	}
 }
 
@@ -252,7 +269,7 @@ func s3Check(ctx context.Context, r *rig, c *awss3.Client, keys map[string]*keyS
 
 func TestS3PowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
-	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(4), allS3Ops)
+	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allS3Ops)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}

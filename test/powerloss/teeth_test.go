@@ -63,7 +63,7 @@ func TestS3Teeth(t *testing.T) {
 	}{
 		{"put-file", allS3Ops},
 		{"put-dir", s3Ops{put: true, multipart: true, copy: true}},
-		{"delete-dir", allS3Ops},
+		{"delete-dir", s3Ops{put: true, del: true, cutOnDelete: true}},
 	} {
 		t.Run(tc.site, func(t *testing.T) {
 			r := newRig(t, bin, "TRISTORE_FAULT_SKIP="+tc.site)
