@@ -27,7 +27,7 @@ type fakeTarget struct {
 	afterLogin func(conn int32, send func(*proto.PDU))
 	// capacity answers READ CAPACITY (16) (default: 2048 blocks of 512).
 	capacity proto.Capacity
-	wg         sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 func newFake(t *testing.T) *fakeTarget {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tristore/tristore/client/iscsi"
-	"github.com/tristore/tristore/fusefs/blockfile"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
+	"github.com/tristore/tristore/fusefs/blockfile"
 	"github.com/tristore/tristore/internal/testutil"
 )
 
