@@ -166,6 +166,9 @@ type nfsSession struct {
 }
 
 func (s *nfsSession) Close() {
+	// UMNT is a courtesy: a hard client must not wait for a server that
+	// is down to say goodbye.
+	s.C.GiveUp()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.C.Unmount(ctx)

@@ -209,3 +209,35 @@ func TestMountSoftOutage(t *testing.T) {
 		t.Fatalf("tristore mount did not exit after SIGINT:\n%s", m.log.String())
 	}
 }
+
+// TestMountUmountWhileDown: umount from outside ends a hard mount whose
+// server is down (nothing blocked in it), and the process exits 0 without
+// waiting for the server. umount(8) is given --no-canonicalize: plain
+// umount stats the mount point first, and on a hard mount that stat waits
+// for the server, as it does on a Linux NFS hard mount.
+func TestMountUmountWhileDown(t *testing.T) {
+	testutil.NeedCmd(t, "umount")
+	tg := startOurs(t, "")
+	m := startCLIMount(t, "nfs://"+tg.Addr+"/")
+	if err := os.WriteFile(filepath.Join(m.dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg.stop()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "umount", "--no-canonicalize", m.dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount with the server down: %v: %s", err, out)
+	}
+	select {
+	case err := <-m.exited:
+		if err != nil {
+			t.Fatalf("tristore mount exit after umount: %v\n%s", err, m.log.String())
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Fatalf("umount + exit took %v with the server down, want prompt", took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("tristore mount still running 20 s after umount:\n%s", m.log.String())
+	}
+}
