@@ -317,6 +317,13 @@ func UnmarshalBHS(b []byte) (p *PDU, ahsLen, dataLen int, err error) {
 	p.Opcode = Opcode(b[0] & 0x3f)
 	p.Immediate = b[0]&0x40 != 0
 	p.Final = b[1]&0x80 != 0
+	switch p.Opcode {
+	case OpTaskMgmtReq, OpLogoutReq, OpSNACKReq, OpNOPIn, OpSCSIResponse, OpTaskMgmtResp,
+		OpLogoutResp, OpR2T, OpAsyncMsg, OpReject:
+		// RFC 7143: the F bit of these PDUs is always 1 (Marshal writes
+		// it so); a peer that leaves it clear means the same PDU.
+		p.Final = true
+	}
 	ahsLen = int(b[4]) * 4
 	dataLen = int(b[5])<<16 | int(b[6])<<8 | int(b[7])
 	p.ITT = be.Uint32(b[16:])
@@ -344,6 +351,9 @@ func UnmarshalBHS(b []byte) (p *PDU, ahsLen, dataLen int, err error) {
 		p.RefCmdSN = be.Uint32(b[32:])
 		p.DataSN = be.Uint32(b[36:])
 	case OpLoginReq, OpLoginResp:
+		if p.Opcode == OpLoginReq {
+			p.Immediate = true // RFC 7143: always immediate (Marshal sets the I bit)
+		}
 		p.Continue = b[1]&0x40 != 0
 		p.CSG = (b[1] >> 2) & 3
 		p.NSG = b[1] & 3
