@@ -37,6 +37,7 @@ func init() {
 }
 
 func buildS3(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
+	warnNotBuckets(env.Log, env.Store)
 	users, err := iam.Open(env.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("opening users: %w", err)
