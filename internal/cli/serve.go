@@ -67,7 +67,9 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the store over S3, NFS and iSCSI at once",
 		Long: `serve opens the data directory (created on first start: each top-level
 directory is a bucket, each file an object) and serves it over every enabled
-protocol. Set a protocol's address to "off" to disable it. On SIGINT/SIGTERM
+protocol. An existing tree is adopted; a top-level directory whose name is not
+a valid bucket name (3-63 of a-z 0-9 . -, e.g. not "b", "My Photos", "UPPER")
+is not visible over S3 (NFS shows it), and a warning at start names them. Set a protocol's address to "off" to disable it. On SIGINT/SIGTERM
 it stops accepting, lets in-flight requests finish and exits.
 
 /healthz and Prometheus /metrics are served on --admin-addr.`,
