@@ -116,6 +116,10 @@ type FS struct {
 
 	srv *fuse.Server
 	dir string
+	// noXattr makes every xattr request fail with EOPNOTSUPP, like a file
+	// system without user xattrs (the store then keeps metadata in sidecar
+	// files).
+	noXattr bool
 }
 
 // New returns an empty file system (a durable root directory, mode 0755).
@@ -133,6 +137,15 @@ func New() *FS {
 	f.dur[rootIno] = &dnode{meta: m, kids: map[string]uint64{}, xattr: map[string][]byte{}}
 	f.restore()
 	return f
+}
+
+// DisableXattrs makes the file system refuse extended attributes
+// (EOPNOTSUPP), as one mounted without user_xattr would. Call it before
+// Mount.
+func (f *FS) DisableXattrs() {
+	f.mu.Lock()
+	f.noXattr = true
+	f.mu.Unlock()
 }
 
 // Mount serves the file system at dir (root only: it mounts directly).

@@ -502,6 +502,9 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 		return 0, st
 	}
 	defer f.mu.Unlock()
+	if f.noXattr {
+		return 0, fuse.Status(syscall.EOPNOTSUPP)
+	}
 	n, st := f.get(h.NodeId)
 	if !st.Ok() {
 		return 0, st
@@ -525,6 +528,9 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (u
 		return 0, st
 	}
 	defer f.mu.Unlock()
+	if f.noXattr {
+		return 0, fuse.Status(syscall.EOPNOTSUPP)
+	}
 	n, st := f.get(h.NodeId)
 	if !st.Ok() {
 		return 0, st
@@ -553,6 +559,9 @@ func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, 
 		return st
 	}
 	defer f.mu.Unlock()
+	if f.noXattr {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
 	n, st := f.get(in.NodeId)
 	if !st.Ok() {
 		return st
@@ -578,6 +587,9 @@ func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) 
 		return st
 	}
 	defer f.mu.Unlock()
+	if f.noXattr {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
 	n, st := f.get(h.NodeId)
 	if !st.Ok() {
 		return st

@@ -222,22 +222,28 @@ func (b *Backend) removeSidecar(p string) {
 }
 
 // writeFileAtomic writes data to path via a temp file and rename, creating
-// parent directories; with sync it also makes the result durable.
+// parent directories; with sync it also makes the result durable,
+// including the entries of the directories it created (a sidecar in a new
+// .tristore/meta/<bucket>/<dir>/ is lost in a power cut unless every new
+// directory's parent is fsynced too).
 func writeFileAtomic(path string, data []byte, sync bool) error {
 	dir := filepath.Dir(path)
 	var f *os.File
 	var err error
+	var changed []string // parents of the directories made here
 	// A concurrent removeSidecar may rmdir an empty parent between our
-	// MkdirAll and OpenFile (or inside MkdirAll, which then fails with
+	// mkdirAll and OpenFile (or inside mkdirAll, which then fails with
 	// ENOENT): both are retried, a bounded number of times.
 	for range 20 {
 		f, err = os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil || !errors.Is(err, os.ErrNotExist) {
 			break
 		}
-		if err = os.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, os.ErrNotExist) {
+		var c []string
+		if c, err = mkdirAll(dir, 64); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fsErr(err)
 		}
+		changed = append(changed, c...)
 	}
 	if err != nil {
 		return fsErr(err)
@@ -257,10 +263,46 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 		os.Remove(tmp)
 		return fsErr(err)
 	}
-	if sync {
-		return fsyncDir(dir)
+	if !sync {
+		return nil
+	}
+	if err := fsyncDir(dir); err != nil {
+		return err
+	}
+	for i := len(changed) - 1; i >= 0; i-- {
+		if err := fsyncDir(changed[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
+}
+
+// mkdirAll is os.MkdirAll (mode 0755, at most depth levels) that returns
+// the directories whose entries it changed: the parent of every directory
+// it made, outermost first.
+func mkdirAll(dir string, depth int) ([]string, error) {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if fi.IsDir() {
+			return nil, nil
+		}
+		return nil, &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+	}
+	parent := filepath.Dir(dir)
+	if parent == dir || depth <= 0 {
+		return nil, err
+	}
+	changed, err := mkdirAll(parent, depth-1)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return changed, nil
+		}
+		return nil, err
+	}
+	return append(changed, parent), nil
 }
 
 // hashFile computes the hex MD5 of the whole file, checking ctx between

@@ -116,9 +116,20 @@ func Open(root string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("posix: data root: %w", err)
 	}
 	b.root, b.sys = abs, filepath.Join(abs, sysDirName)
+	// The store's own directories must be durable before anything in them
+	// is acknowledged (an upload's directory is fsynced into multipart/,
+	// but multipart/ itself must survive a power cut too).
+	var made []string
 	for _, d := range []string{b.sys, b.tmpDir(), b.multipartDir(), b.metaDir(), b.bucketsDir()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		c, err := mkdirAll(d, 64)
+		if err != nil {
 			return nil, fmt.Errorf("posix: creating %s: %w", d, err)
+		}
+		made = append(made, c...)
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := fsyncDir(made[i]); err != nil {
+			return nil, fmt.Errorf("posix: creating %s: %w", made[i], err)
 		}
 	}
 	alone, err := b.lock()

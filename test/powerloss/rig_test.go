@@ -77,8 +77,14 @@ func needFUSE(t testing.TB) {
 
 func newRig(t testing.TB, bin string, env ...string) *rig {
 	t.Helper()
+	return newRigOn(t, powerloss.New(), bin, env...)
+}
+
+// newRigOn is newRig on a given (not yet mounted) file system.
+func newRigOn(t testing.TB, pfs *powerloss.FS, bin string, env ...string) *rig {
+	t.Helper()
 	needFUSE(t)
-	r := &rig{t: t, fs: powerloss.New(), data: t.TempDir(), bin: bin, env: env, cfg: t.TempDir()}
+	r := &rig{t: t, fs: pfs, data: t.TempDir(), bin: bin, env: env, cfg: t.TempDir()}
 	if err := r.fs.Mount(r.data); err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +303,13 @@ func payload(seed uint64, n int) []byte {
 	return b
 }
 
-// ourBin is the normally built tristore.
+// ourBin is the binary under test: $TRISTORE_POWERLOSS_BIN when set (a
+// prebuilt binary, e.g. of an older commit to show a fix), else
+// cmd/tristore built normally once per run.
 func ourBin(t testing.TB) string {
+	if p := os.Getenv("TRISTORE_POWERLOSS_BIN"); p != "" {
+		return p
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	return testutil.TristoreBin(ctx, t)
