@@ -3,8 +3,10 @@ package sunrpc
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 )
 
@@ -155,38 +157,171 @@ func TestCallReply(t *testing.T) {
 	}
 }
 
+// FuzzReadRecord checks record marking against a reference reading of the
+// same bytes (fragment by fragment): the same records, the same place to
+// stop, no record over the limit; and every record read, written back
+// with WriteRecord, reads back identical.
 func FuzzReadRecord(f *testing.F) {
 	f.Add(AppendFragmentHeader(nil, 0, true))
 	f.Add(append(AppendFragmentHeader(nil, 4, true), 1, 2, 3, 4))
 	f.Add(append(AppendFragmentHeader(append(AppendFragmentHeader(nil, 1, false), 7), 1, true), 8))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	const limit = 4096
 	f.Fuzz(func(t *testing.T, b []byte) {
+		ref := refRecords(b, limit)
 		br := bufio.NewReader(bytes.NewReader(b))
 		for i := 0; i < 64; i++ {
-			rec, err := ReadRecord(br, 4096)
-			if err != nil {
+			rec, err := ReadRecord(br, limit)
+			if i >= len(ref) {
+				if err == nil {
+					t.Fatalf("record %d read, the reference stops after %d", i, len(ref))
+				}
 				return
 			}
-			if len(rec) > 4096 {
-				t.Fatalf("record of %d bytes over limit", len(rec))
+			if err != nil {
+				t.Fatalf("record %d: %v, the reference read %d bytes", i, err, len(ref[i]))
+			}
+			if len(rec) > limit || !bytes.Equal(rec, ref[i]) {
+				t.Fatalf("record %d: %d bytes, reference %d", i, len(rec), len(ref[i]))
+			}
+			var w bytes.Buffer
+			if err := WriteRecord(&w, rec); err != nil {
+				t.Fatal(err)
+			}
+			if w.Len() != 4+len(rec) {
+				t.Fatalf("WriteRecord of %d bytes wrote %d", len(rec), w.Len())
+			}
+			back, err := ReadRecord(&w, limit)
+			if err != nil || !bytes.Equal(back, rec) {
+				t.Fatalf("record round trip: %v", err)
 			}
 		}
 	})
 }
 
+// refRecords is an independent, plain reading of RFC 5531 record marking:
+// the complete records at the start of b (at most 64), stopping at the
+// first incomplete, oversized or endless one.
+func refRecords(b []byte, limit int) [][]byte {
+	var out [][]byte
+	for len(out) < 64 {
+		var rec []byte
+		empty := 0
+		for {
+			if len(b) < 4 {
+				return out
+			}
+			h := binary.BigEndian.Uint32(b)
+			n := int(h & 0x7fffffff)
+			b = b[4:]
+			if len(rec)+n > limit || n > len(b) {
+				return out
+			}
+			rec = append(rec, b[:n]...)
+			b = b[n:]
+			if h&0x80000000 != 0 {
+				break
+			}
+			if n == 0 {
+				if empty++; empty > 1024 {
+					return out
+				}
+			}
+		}
+		if rec == nil {
+			rec = []byte{}
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// FuzzDecodeCall checks the call and reply header decoders and AUTH_SYS:
+// what decodes re-encodes to bytes that decode to the same value; decoded
+// lengths stay within the input and the protocol limits.
 func FuzzDecodeCall(f *testing.F) {
 	var w Writer
-	Call{XID: 1, Prog: 100003, Vers: 3, Proc: 1, Cred: AuthSys{MachineName: "m", UID: 1}.Auth(), Verf: AuthNone()}.Encode(&w)
+	Call{XID: 1, Prog: 100003, Vers: 3, Proc: 1, Cred: AuthSys{MachineName: "m", UID: 1, GIDs: []uint32{4, 5}}.Auth(), Verf: AuthNone()}.Encode(&w)
+	f.Add(append([]byte(nil), w.Bytes()...))
+	w.Reset()
+	EncodeProgMismatch(&w, 7, 3, 3)
+	f.Add(append([]byte(nil), w.Bytes()...))
+	w.Reset()
+	EncodeAuthError(&w, 8, AuthTooWeak)
 	f.Add(append([]byte(nil), w.Bytes()...))
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := DecodeCall(NewReader(b))
-		if err == nil && c.Cred.Flavor == AuthFlavorSys {
-			DecodeAuthSys(c.Cred.Body)
+		r := NewReader(b)
+		c, err := DecodeCall(r)
+		if err == nil {
+			if r.Offset() > len(b) || len(c.Cred.Body) > MaxAuthBytes || len(c.Verf.Body) > MaxAuthBytes {
+				t.Fatalf("call decoded past its input or limits: offset %d of %d, bodies %d/%d", r.Offset(), len(b), len(c.Cred.Body), len(c.Verf.Body))
+			}
+			var w Writer
+			c.Encode(&w)
+			if w.Len() != r.Offset() {
+				t.Fatalf("call header re-encodes to %d bytes, decoded from %d", w.Len(), r.Offset())
+			}
+			back, err := DecodeCall(NewReader(w.Bytes()))
+			if err != nil || !reflect.DeepEqual(back, c) {
+				t.Fatalf("call round trip: %+v -> %+v, %v", c, back, err)
+			}
+			if c.Cred.Flavor == AuthFlavorSys {
+				if a, err := DecodeAuthSys(c.Cred.Body); err == nil {
+					if len(a.GIDs) > MaxAuthSysGIDs || len(a.MachineName) > MaxMachineName {
+						t.Fatalf("auth_sys over its limits: %d gids, name of %d", len(a.GIDs), len(a.MachineName))
+					}
+					body := a.Auth().Body
+					if len(body) != len(c.Cred.Body) {
+						t.Fatalf("auth_sys re-encodes to %d bytes, decoded from %d", len(body), len(c.Cred.Body))
+					}
+					if back, err := DecodeAuthSys(body); err != nil || !reflect.DeepEqual(back, a) {
+						t.Fatalf("auth_sys round trip: %+v -> %+v, %v", a, back, err)
+					}
+				}
+			}
 		}
-		DecodeReply(NewReader(b))
+		r = NewReader(b)
+		rep, err := DecodeReply(r)
+		if err == nil {
+			var w Writer
+			encodeReply(&w, rep)
+			if w.Len() != r.Offset() {
+				t.Fatalf("reply header re-encodes to %d bytes, decoded from %d", w.Len(), r.Offset())
+			}
+			back, err := DecodeReply(NewReader(w.Bytes()))
+			if err != nil || !reflect.DeepEqual(back, rep) {
+				t.Fatalf("reply round trip: %+v -> %+v, %v", rep, back, err)
+			}
+		}
 	})
+}
+
+// encodeReply writes a reply header from RFC 5531 section 9 (test-only:
+// the server writes replies with EncodeAccepted and friends).
+func encodeReply(w *Writer, r Reply) {
+	w.Uint32(r.XID)
+	w.Uint32(MsgReply)
+	if r.Accepted {
+		w.Uint32(MsgAccepted)
+		r.Verf.Encode(w)
+		w.Uint32(uint32(r.AcceptStat))
+		if r.AcceptStat == ProgMismatch {
+			w.Uint32(r.MismatchLow)
+			w.Uint32(r.MismatchHigh)
+		}
+		return
+	}
+	w.Uint32(MsgDenied)
+	w.Uint32(uint32(r.RejectStat))
+	switch r.RejectStat {
+	case RPCMismatch:
+		w.Uint32(r.MismatchLow)
+		w.Uint32(r.MismatchHigh)
+	case AuthError:
+		w.Uint32(uint32(r.AuthStat))
+	}
 }
 
 func TestRecordBuffers(t *testing.T) {
