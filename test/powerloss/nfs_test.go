@@ -114,8 +114,8 @@ func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *rep
 	return rep
 }
 
-// nfsWorker runs file lives in dir nfs/w<w>: CREATE, WRITE (FILE_SYNC or
-// UNSTABLE + COMMIT), RENAME, and REMOVE of an older file. It returns the
+// nfsWorker runs file lives in dir nfs/w<w>: CREATE, WRITE (FILE_SYNC,
+// DATA_SYNC or UNSTABLE + COMMIT), RENAME, and REMOVE of an older file. It returns the
 // last write verifier it saw.
 func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int, ops nfsOps, files map[string]*nfsFile, cut *cutter, stop chan struct{}) (verf nfs.Verifier) {
 	rng := rand.New(rand.NewPCG(seed, 4))
@@ -162,9 +162,13 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		useCommit := ops.commit && (!ops.fileSync || rng.IntN(2) == 0)
 		ok := call(f, sum(body), func(ctx context.Context) error {
 			if !useCommit {
-				res, err := c.Write(ctx, fh, 0, body, nfs.FileSync)
-				if err == nil && (res.Committed != nfs.FileSync || int(res.Count) != len(body)) {
-					err = fmt.Errorf("WRITE FILE_SYNC answered %v, %d of %d bytes", res.Committed, res.Count, len(body))
+				how := nfs.FileSync
+				if rng.IntN(3) == 0 {
+					how = nfs.DataSync
+				}
+				res, err := c.Write(ctx, fh, 0, body, how)
+				if err == nil && (res.Committed < how || int(res.Count) != len(body)) {
+					err = fmt.Errorf("WRITE %v answered %v, %d of %d bytes", how, res.Committed, res.Count, len(body))
 				}
 				verf = res.Verf
 				return err
