@@ -59,6 +59,10 @@ type File interface {
 	Close(ctx context.Context) error
 }
 
+// ReadOnlyFile is implemented by Files whose WriteAt always fails with
+// ErrNotSupported (S3 objects), so suites skip their write passes.
+type ReadOnlyFile interface{ ReadOnly() bool }
+
 // Access forms (seed 000 Table I). Protocols without a page cache in this
 // process map them as their drivers document.
 const (

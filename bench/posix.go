@@ -11,6 +11,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // POSIX drives a directory through the kernel's file interface: a local
@@ -191,3 +193,26 @@ func DropCaches() bool {
 }
 
 var _ Driver = (*POSIX)(nil)
+
+// CacheDropper is implemented by drivers with a client-side cache that a
+// cold read must bypass (the POSIX driver: the kernel's page cache).
+type CacheDropper interface {
+	DropCache(ctx context.Context, name string) error
+}
+
+// DropCache drops name's clean pages from the page cache
+// (posix_fadvise DONTNEED after fsync), as fio's invalidate=1 does, so the
+// next read of it goes to the device, the FUSE daemon or the NFS server.
+func (d *POSIX) DropCache(ctx context.Context, name string) error {
+	f, err := os.Open(d.path(name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+var _ CacheDropper = (*POSIX)(nil)

@@ -29,9 +29,13 @@
 //	machine         the client machine (see Machine)
 //	start, end      wall-clock start and end (RFC 3339, nanoseconds)
 //	partial, error  true and the first error if the run did not finish
-//	phases          per phase: name, start_ns/end_ns, and wire bytes if known
+//	phases          per step of the suite: name (= the records' phase), form,
+//	                unit, threads, start_ns/end_ns, ops, errors,
+//	                payload_bytes, and wire bytes both ways if a link was used
 //	ops, errors     number of Operation records and how many have err set
 //	cpu_user_s, cpu_sys_s   client CPU used by the whole process during the run
+//	workdir         the directory / key prefix the run used on the target
+//	cleanup_error   why removing workdir failed (absent when it was removed)
 //
 // An Operation record (one JSON object per line):
 //
@@ -115,6 +119,9 @@ type Params struct {
 	// Count is files or objects per step (batch, objects), or repetitions
 	// per size (single).
 	Count int `json:"count,omitempty"`
+	// Counts, when set, is the count per entry of Sizes (objects: the
+	// object number of seed 001 Table III, scaled).
+	Counts []int `json:"counts,omitempty"`
 	// Bytes bounds the payload moved per step where the suite bounds by
 	// volume rather than count (units: the file is passed through once).
 	Bytes int64 `json:"bytes,omitempty"`
@@ -142,6 +149,11 @@ type Machine struct {
 // during it (zero when no link was used).
 type Phase struct {
 	Name    string        `json:"name"`
+	Form    string        `json:"form,omitempty"`
+	Unit    int64         `json:"unit,omitempty"`
+	Threads int           `json:"threads,omitempty"`
+	Ops     int64         `json:"ops"`
+	Errors  int64         `json:"errors"`
 	Start   time.Duration `json:"start_ns"`
 	End     time.Duration `json:"end_ns"`
 	Payload int64         `json:"payload_bytes,omitempty"`
@@ -169,6 +181,10 @@ type Run struct {
 	Errors   int64     `json:"errors"`
 	CPUUser  float64   `json:"cpu_user_s"`
 	CPUSys   float64   `json:"cpu_sys_s"`
+	// Workdir is the directory (or key prefix) the run worked under on the
+	// target; CleanupError says why removing it failed, if it did.
+	Workdir      string `json:"workdir,omitempty"`
+	CleanupError string `json:"cleanup_error,omitempty"`
 }
 
 // Writer streams Operations into a results directory. It is safe for

@@ -195,6 +195,7 @@ func (f *s3File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 func (f *s3File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return 0, fmt.Errorf("s3 WriteAt: %w (objects are written whole)", ErrNotSupported)
 }
+func (f *s3File) ReadOnly() bool                  { return true }
 func (f *s3File) Sync(ctx context.Context) error  { return nil }
 func (f *s3File) Close(ctx context.Context) error { return nil }
 

@@ -1,0 +1,408 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Suite is one experiment of the seeds. Defaults gives its parameters at a
+// scale; Run performs it through a Runner. Suites register themselves from
+// init() (one file per suite).
+type Suite struct {
+	Name string
+	// Seed says which paper section the suite reproduces.
+	Seed string
+	// Doc is a one-paragraph description for --help.
+	Doc      string
+	Defaults func(scale float64) Params
+	Run      func(ctx context.Context, r *Runner) error
+}
+
+var suites = map[string]*Suite{}
+
+func register(s *Suite) { suites[s.Name] = s }
+
+// Suites lists the registered suites by name.
+func Suites() []*Suite {
+	out := make([]*Suite, 0, len(suites))
+	for _, s := range suites {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LookupSuite returns the suite called name.
+func LookupSuite(name string) (*Suite, bool) { s, ok := suites[name]; return s, ok }
+
+// Config is one run of a suite against a target.
+type Config struct {
+	Suite  string
+	Target string
+	// Driver options (credentials, dialer, timeout).
+	Options Options
+	// Scale (0 < Scale <= 1) shrinks the seed's sizes and counts; 0 means 1.
+	Scale float64
+	// Forms restricts the access forms measured (default: all the target's).
+	Forms []string
+	// Sizes, Threads and Count, when set, replace the suite's (scaled)
+	// parameters.
+	Sizes   []int64
+	Threads []int
+	Count   int
+	// Network is the emulated-link preset the caller set up ("" for none),
+	// recorded in run.json.
+	Network string
+	// Out is the results directory to create.
+	Out string
+	// MaxConsecutiveErrors ends a step after this many failed requests in a
+	// row (default 10): a target that went away is reported, not hammered.
+	MaxConsecutiveErrors int
+	// Wire, when set, returns the bytes an emulated link carried so far in
+	// each direction; every step records the difference.
+	Wire func() (up, down int64)
+}
+
+// Runner is what a suite works with: the driver, the records, the
+// parameters, the working directory on the target, and Step to run timed
+// requests.
+type Runner struct {
+	D       Driver
+	W       *Writer
+	P       Params
+	Forms   []string
+	Workdir string
+	cfg     Config
+
+	phase   atomic.Pointer[string]
+	planned atomic.Int64 // requests planned in the current step
+	doneOps atomic.Int64 // requests done in the current step
+}
+
+// Progress is a snapshot for a progress display.
+type Progress struct {
+	Phase         string
+	StepDone      int64 // requests done in the current step
+	StepPlanned   int64
+	Ops, Errors   int64 // whole run so far
+	Bytes         int64 // payload of successful requests so far
+	Elapsed       time.Duration
+	StepsFinished int
+}
+
+// Progress returns the runner's current state (safe from any goroutine).
+func (r *Runner) Progress() Progress {
+	p := Progress{StepDone: r.doneOps.Load(), StepPlanned: r.planned.Load(), Elapsed: time.Since(r.W.Start())}
+	if s := r.phase.Load(); s != nil {
+		p.Phase = *s
+	}
+	p.Ops, p.Errors, p.Bytes = r.W.Counts()
+	return p
+}
+
+// Step describes one step of a suite: Count requests of one kind, spread
+// over Threads workers.
+type Step struct {
+	Phase   string
+	Form    string
+	Op      string
+	Unit    int64
+	Threads int
+	Count   int
+}
+
+func (s Step) String() string {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "%s", s.Phase)
+	if s.Form != "" {
+		fmt.Fprintf(b, " %s", s.Form)
+	}
+	if s.Unit > 0 {
+		fmt.Fprintf(b, " %s", FormatSize(s.Unit))
+	}
+	fmt.Fprintf(b, " x%d", s.Threads)
+	return b.String()
+}
+
+// ReqFunc performs request i of a step on worker w and returns the payload
+// bytes moved and, for reads, when the first byte arrived.
+type ReqFunc func(ctx context.Context, w, i int) (size int64, first time.Time, err error)
+
+// Step runs s: workers take request indexes 0..Count-1 in order, each
+// request is timed and recorded (failed ones too). It returns an error only
+// when the step could not go on: the context ended, or
+// MaxConsecutiveErrors requests in a row failed.
+func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
+	if s.Threads < 1 {
+		s.Threads = 1
+	}
+	name := s.String()
+	r.phase.Store(&name)
+	r.planned.Store(int64(s.Count))
+	r.doneOps.Store(0)
+	limit := int64(r.cfg.MaxConsecutiveErrors)
+	if limit <= 0 {
+		limit = 10
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next, consecutive, nops, nerr, payload atomic.Int64
+	var up0, dn0 int64
+	if r.cfg.Wire != nil {
+		up0, dn0 = r.cfg.Wire()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range s.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= s.Count || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				n, first, err := fn(ctx, w, i)
+				t1 := time.Now()
+				op := Operation{Phase: s.Phase, Form: s.Form, Op: s.Op, Size: n, Unit: s.Unit, Threads: s.Threads, Worker: w,
+					Start: r.W.Since(t0), End: r.W.Since(t1)}
+				if !first.IsZero() {
+					op.FirstByte = r.W.Since(first)
+				}
+				nops.Add(1)
+				r.doneOps.Add(1)
+				if err != nil {
+					op.Err = err.Error()
+					nerr.Add(1)
+					r.W.Add(op)
+					if ctx.Err() != nil {
+						return // the step is over: in flight when it was stopped
+					}
+					if consecutive.Add(1) >= limit {
+						cancel(fmt.Errorf("%d requests in a row failed; last: %w", limit, err))
+						return
+					}
+					continue
+				}
+				consecutive.Store(0)
+				payload.Add(n)
+				r.W.Add(op)
+			}
+		}()
+	}
+	wg.Wait()
+	end := time.Now()
+	ph := Phase{Name: s.Phase, Form: s.Form, Unit: s.Unit, Threads: s.Threads, Start: r.W.Since(start), End: r.W.Since(end),
+		Ops: nops.Load(), Errors: nerr.Load(), Payload: payload.Load()}
+	if r.cfg.Wire != nil {
+		up1, dn1 := r.cfg.Wire()
+		ph.WireUp, ph.WireDn = up1-up0, dn1-dn0
+	}
+	r.W.AddPhase(ph)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return fmt.Errorf("phase %s on %s: %w", name, r.D.Target(), cause)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("phase %s on %s: %w", name, r.D.Target(), err)
+	}
+	return nil
+}
+
+// Setup runs a preparatory call (not a measured request) and names the
+// phase in its error.
+func (r *Runner) Setup(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("phase setup (%s) on %s: %w", what, r.D.Target(), err)
+	}
+	return nil
+}
+
+// Path names a file under the run's working directory.
+func (r *Runner) Path(elem ...string) string {
+	return r.Workdir + "/" + strings.Join(elem, "/")
+}
+
+// Execute runs cfg.Suite against cfg.Target and saves the results directory
+// cfg.Out. The returned Run is what run.json says; the error (also in
+// run.json, with partial=true) names the target and phase. Whatever the run
+// created on the target is removed, also after a failure.
+func Execute(ctx context.Context, cfg Config) (*Run, error) {
+	s, ok := suites[cfg.Suite]
+	if !ok {
+		names := []string{}
+		for _, s := range Suites() {
+			names = append(names, s.Name)
+		}
+		return nil, fmt.Errorf("bench: no suite %q (have %s)", cfg.Suite, strings.Join(names, ", "))
+	}
+	if cfg.Scale == 0 {
+		cfg.Scale = 1
+	}
+	if cfg.Scale < 0 || cfg.Scale > 1 || math.IsNaN(cfg.Scale) {
+		return nil, fmt.Errorf("bench: --scale %v: want 0 < scale <= 1", cfg.Scale)
+	}
+	if cfg.Out == "" {
+		return nil, errors.New("bench: no results directory")
+	}
+	p := s.Defaults(cfg.Scale)
+	if len(cfg.Sizes) > 0 {
+		p.Sizes, p.Counts = cfg.Sizes, nil
+		if s.Name == "units" {
+			p.FileSize = max(p.FileSize, slices.Max(cfg.Sizes))
+		}
+	}
+	if len(cfg.Threads) > 0 {
+		p.Threads = cfg.Threads
+	}
+	if cfg.Count > 0 {
+		p.Count = cfg.Count
+	}
+	target := Redact(cfg.Target)
+	w, err := Create(cfg.Out, Run{Suite: s.Name, Target: target, Protocol: protocolOf(cfg.Target), Params: p,
+		Scale: cfg.Scale, Network: cfg.Network, Machine: Describe()})
+	if err != nil {
+		return nil, err
+	}
+	u0, s0 := CPUTimes()
+	r := &Runner{W: w, P: p, cfg: cfg}
+	runErr := func() error {
+		d, err := Open(ctx, cfg.Target, cfg.Options)
+		if err != nil {
+			return fmt.Errorf("phase connect: %w", err)
+		}
+		r.D = d
+		r.Forms = d.Forms()
+		if len(cfg.Forms) > 0 {
+			for _, f := range cfg.Forms {
+				if !slices.Contains(d.Forms(), f) {
+					return fmt.Errorf("target %s (%s) has no access form %q (has %s)", target, d.Protocol(), f, strings.Join(d.Forms(), ", "))
+				}
+			}
+			r.Forms = cfg.Forms
+		}
+		r.Workdir = "tristore-bench-" + s.Name + "-" + randomHex(4)
+		w.Update(func(run *Run) { run.Forms, run.Workdir, run.Protocol = r.Forms, r.Workdir, d.Protocol() })
+		if err := r.Setup("mkdir "+r.Workdir, d.Mkdir(ctx, r.Workdir)); err != nil {
+			return err
+		}
+		return s.Run(ctx, r)
+	}()
+	if r.D != nil {
+		// Clean up with a fresh context: the run's may have ended.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		var cerr error
+		if r.Workdir != "" {
+			cerr = r.D.RemoveAll(cctx, r.Workdir)
+		}
+		if err := r.D.Close(cctx); cerr == nil {
+			cerr = err
+		}
+		cancel()
+		if cerr != nil {
+			w.Update(func(run *Run) { run.CleanupError = cerr.Error() })
+		}
+	}
+	u1, s1 := CPUTimes()
+	w.Update(func(run *Run) {
+		run.Machine.LoadEnd = LoadAvg()
+		run.CPUUser, run.CPUSys = u1-u0, s1-s0
+	})
+	if runErr != nil && !strings.Contains(runErr.Error(), target) {
+		runErr = fmt.Errorf("target %s: %w", target, runErr)
+	}
+	if err := w.Close(runErr); err != nil && runErr == nil {
+		runErr = err
+	}
+	run := w.Run()
+	return &run, runErr
+}
+
+func protocolOf(target string) string {
+	scheme, _, ok := strings.Cut(target, "://")
+	switch {
+	case !ok || scheme == "file":
+		return "posix"
+	case strings.HasPrefix(scheme, "s3"):
+		return "s3"
+	}
+	if u, err := url.Parse(target); err == nil {
+		return u.Scheme
+	}
+	return scheme
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Scaling: counts shrink linearly with scale; sizes and thread counts with
+// its square root, so that a small scale still spans several sizes and
+// parallelism levels (scale 0.01 keeps sizes up to a tenth of the largest
+// and up to 6 threads of 64).
+
+// ScaleCount is ceil(n*scale), at least lo.
+func ScaleCount(n int, scale float64, lo int) int {
+	return max(lo, int(math.Ceil(float64(n)*scale)))
+}
+
+// ScaleSizes keeps the sizes up to max(sizes)*sqrt(scale) (at least the
+// smallest).
+func ScaleSizes(sizes []int64, scale float64) []int64 {
+	top := float64(slices.Max(sizes)) * math.Sqrt(scale)
+	var out []int64
+	for _, s := range sizes {
+		if float64(s) <= top*1.0001 || len(out) == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ScaleThreads keeps the thread counts up to max(threads)*sqrt(scale) (at
+// least the smallest).
+func ScaleThreads(threads []int, scale float64) []int {
+	top := float64(slices.Max(threads)) * math.Sqrt(scale)
+	var out []int
+	for _, t := range threads {
+		if float64(t) <= top*1.0001 || len(out) == 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Powers returns lo, lo*f, lo*f², … up to hi.
+func Powers(lo, hi, f int64) []int64 {
+	var out []int64
+	for v := lo; v <= hi; v *= f {
+		out = append(out, v)
+	}
+	return out
+}
+
+// FormatSize prints a byte count with a binary suffix (4KiB, 16MiB).
+func FormatSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
