@@ -69,6 +69,9 @@ type Config struct {
 	// MaxConsecutiveErrors ends a step after this many failed requests in a
 	// row (default 10): a target that went away is reported, not hammered.
 	MaxConsecutiveErrors int
+	// Driver, when set, is used instead of opening Target (which then only
+	// names it): a driver the caller built, wrapped or instrumented.
+	Driver Driver
 	// Wire, when set, returns the bytes an emulated link carried so far in
 	// each direction; every step records the difference.
 	Wire func() (up, down int64)
@@ -278,9 +281,12 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	u0, s0 := CPUTimes()
 	r := &Runner{W: w, P: p, cfg: cfg}
 	runErr := func() error {
-		d, err := Open(ctx, cfg.Target, cfg.Options)
-		if err != nil {
-			return fmt.Errorf("phase connect: %w", err)
+		d := cfg.Driver
+		if d == nil {
+			var err error
+			if d, err = Open(ctx, cfg.Target, cfg.Options); err != nil {
+				return &connectError{target: target, err: err}
+			}
 		}
 		r.D = d
 		r.Forms = d.Forms()
@@ -328,6 +334,21 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	run := w.Run()
 	return &run, runErr
 }
+
+// connectError reads "target T: phase connect: why" without repeating the
+// target Open's error already names.
+type connectError struct {
+	target string
+	err    error
+}
+
+func (e *connectError) Error() string {
+	why := strings.TrimPrefix(e.err.Error(), "bench: ")
+	why = strings.TrimPrefix(why, "target "+e.target+": ")
+	return "target " + e.target + ": phase connect: " + why
+}
+
+func (e *connectError) Unwrap() error { return e.err }
 
 func protocolOf(target string) string {
 	scheme, _, ok := strings.Cut(target, "://")
