@@ -21,8 +21,9 @@ const (
 	lunVolumeSize = "4MiB"
 )
 
-// lunOps names the operations a run may use.
-type lunOps struct{ fua, flush bool }
+// lunOps names the operations a run may use; claimNoWCE makes the checker
+// treat the LUN as if it reported WCE=0 (every completed write promised).
+type lunOps struct{ fua, flush, claimNoWCE bool }
 
 var allLUNOps = lunOps{fua: true, flush: true}
 
@@ -81,6 +82,14 @@ func lunScenario(t testing.TB, r *rig, seed uint64, rounds int, ops lunOps) *rep
 		wce, err := writeCacheEnabled(ctx, s)
 		if err != nil {
 			t.Fatalf("caching mode page: %v", err)
+		}
+		if !wce {
+			// The LUN keeps plain writes in the page cache: WCE=0 would be a
+			// false claim (and the checker below would then find lost writes).
+			t.Errorf("caching mode page reports WCE=0, but plain writes are only durable after SYNCHRONIZE CACHE")
+		}
+		if ops.claimNoWCE {
+			wce = false
 		}
 		cut := newCutter(rng, 60)
 		stop := make(chan struct{})

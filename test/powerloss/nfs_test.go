@@ -109,7 +109,7 @@ func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *rep
 		srv = r.start(ctx)
 		t3 := time.Now()
 		nfsCheck(ctx, r, srv.addrs["nfs"], files, verf, ops.oldHandles, rep, round)
-		t.Logf("nfs round %d: cut after %d replies (%v running, %v to reboot, %v to check); %d violations so far, %d old handles checked; fs %+v", round, cut.acks, t1.Sub(t0), t3.Sub(t1), time.Since(t3), len(rep.errs), rep.acks, r.fs.Stats())
+		t.Logf("nfs round %d: cut after %d replies (%v running, %v to reboot, %v to check); %d violations so far, %d old handles checked; fs %+v", round, cut.acks, t1.Sub(t0), t3.Sub(t1), time.Since(t3), len(rep.errs), rep.handleChecks, r.fs.Stats())
 	}
 	return rep
 }
@@ -147,7 +147,7 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		f := &nfsFile{keyState: keyState{acked: absent}}
 		files[name] = f
 		var fh nfs.FH
-		if !call(f, "", func(ctx context.Context) error {
+		if !call(f, sum(nil), func(ctx context.Context) error { // an empty file
 			var err error
 			fh, _, err = c.Create(ctx, dir, name, nfs.Guarded, nfs.SetAttr{}, nfs.Verifier{})
 			return err
@@ -251,7 +251,7 @@ func nfsCheck(ctx context.Context, r *rig, addr string, files []map[string]*nfsF
 			// First the handle from before the cut, as a client that held
 			// the file open would use it (before any LOOKUP warms a cache).
 			if oldHandles && f.fh != nil && f.acked != absent {
-				rep.acks++ // counts old-handle checks
+				rep.handleChecks++
 				if _, err := c.Getattr(ctx, f.fh); err != nil {
 					rep.violate("round %d: handle of nfs/w%d/%s from before the reboot: %v", round, w, name, err)
 				}

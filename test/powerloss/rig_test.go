@@ -273,7 +273,8 @@ func (c *cutter) wait(bound time.Duration) {
 type report struct {
 	mu   sync.Mutex
 	errs []string
-	acks int
+	// handleChecks counts NFS handles from before a cut that were tried.
+	handleChecks int
 }
 
 func (r *report) violate(format string, args ...any) {

@@ -120,7 +120,6 @@ func s3Scenario(t testing.TB, r *rig, seed uint64, rounds int, ops s3Ops) *repor
 		s3Check(ctx, r, s3Client(srv.addrs["s3"]), keys, rep, round)
 		t.Logf("s3 round %d: cut after %d acks; %d violations so far; fs %+v", round, cut.acks, len(rep.errs), r.fs.Stats())
 	}
-	rep.acks = 0
 	return rep
 }
 

@@ -121,3 +121,16 @@ func TestISCSITeeth(t *testing.T) {
 		})
 	}
 }
+
+// TestISCSIWriteCacheClaim: the LUN keeps plain writes in the page cache
+// until SYNCHRONIZE CACHE, so it must report WCE=1 — and the checker
+// would catch it if it reported WCE=0: taking every completed plain write
+// as a promise (as WCE=0 means) finds lost writes after a cut.
+func TestISCSIWriteCacheClaim(t *testing.T) {
+	r := newRig(t, ourBin(t))
+	rep := lunScenario(t, r, 42, 4, lunOps{flush: true, claimNoWCE: true})
+	if !rep.failed() {
+		t.Fatal("plain writes survived every cut although they are not synced: WCE=1 would then be a needless claim, or the check is blind")
+	}
+	t.Logf("a LUN claiming WCE=0 would be caught (%d violations), first: %s", len(rep.errs), rep.errs[0])
+}
