@@ -69,6 +69,9 @@ type Config struct {
 	// MaxConsecutiveErrors ends a step after this many failed requests in a
 	// row (default 10): a target that went away is reported, not hammered.
 	MaxConsecutiveErrors int
+	// Progress, when set, is called about five times a second while the
+	// run goes on, and once at the end.
+	Progress func(Progress)
 	// Driver, when set, is used instead of opening Target (which then only
 	// names it): a driver the caller built, wrapped or instrumented.
 	Driver Driver
@@ -280,7 +283,47 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	u0, s0 := CPUTimes()
 	r := &Runner{W: w, P: p, cfg: cfg}
+	if cfg.Progress != nil {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					cfg.Progress(r.Progress())
+				}
+			}
+		}()
+		defer func() {
+			close(stop)
+			wg.Wait()
+			cfg.Progress(r.Progress())
+		}()
+	}
+	var link *Link // closed after the cleanup, which goes through it
 	runErr := func() error {
+		if cfg.Network != "" && cfg.Wire == nil && cfg.Driver == nil {
+			l, hostport, err := StartLink(ctx, cfg.Target, cfg.Network)
+			if err != nil {
+				return fmt.Errorf("phase network: %w", err)
+			}
+			link = l
+			cfg.Options.Dial = link.Dialer(hostport)
+			cfg.Wire = link.Wire
+			r.cfg.Wire = link.Wire
+			w.Update(func(run *Run) {
+				if run.Params.Extra == nil {
+					run.Params.Extra = map[string]string{}
+				}
+				run.Params.Extra["network_emulation"] = "netem proxy on 127.0.0.1 in front of " + hostport + "; wire bytes are TCP payload; " + link.Note
+			})
+		}
 		d := cfg.Driver
 		if d == nil {
 			var err error
@@ -319,6 +362,9 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		if cerr != nil {
 			w.Update(func(run *Run) { run.CleanupError = cerr.Error() })
 		}
+	}
+	if link != nil {
+		link.Close()
 	}
 	u1, s1 := CPUTimes()
 	w.Update(func(run *Run) {

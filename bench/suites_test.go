@@ -187,3 +187,26 @@ func TestSuiteObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestNetworkPreset: --network puts the netem proxy between client and
+// target; every step records the bytes that crossed it, and a write step
+// carried at least its payload up.
+func TestNetworkPreset(t *testing.T) {
+	s := server(t)
+	run, ops := execute(t, bench.Config{Suite: "single", Target: s.S3, Network: "lan", Sizes: []int64{64 << 10, 256 << 10}, Count: 2})
+	if run.Network != "lan" || run.Params.Extra["network_emulation"] == "" || len(ops) != 12 {
+		t.Fatalf("run: %+v", run)
+	}
+	for _, ph := range run.Phases {
+		switch ph.Name {
+		case "write":
+			if ph.WireUp < ph.Payload || ph.Payload != 2*ph.Unit {
+				t.Fatalf("write step: %+v", ph)
+			}
+		case "read":
+			if ph.WireDn < ph.Payload || ph.Payload != 2*ph.Unit {
+				t.Fatalf("read step: %+v", ph)
+			}
+		}
+	}
+}
