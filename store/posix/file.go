@@ -42,6 +42,13 @@ func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, pe
 		}
 		return nil, b.missing(err, bucket, key)
 	}
+	if flag&os.O_CREATE != 0 {
+		// The new name must be durable before the caller reports the
+		// object made (`volume create` did not fsync the bucket directory
+		// when the registry lived in a sidecar: a power cut lost the
+		// volume). The file's content is the caller's to Sync.
+		changed = append([]string{dirOf(p)}, changed...)
+	}
 	for _, d := range changed {
 		if err := fsyncDir(d); err != nil {
 			f.Close()
