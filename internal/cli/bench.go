@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/tristore/tristore/bench"
+	"github.com/tristore/tristore/internal/units"
+	"github.com/tristore/tristore/netem"
+)
+
+func init() { addCommand(newBenchCmd) }
+
+func newBenchCmd() *cobra.Command {
+	var list strings.Builder
+	for _, s := range bench.Suites() {
+		fmt.Fprintf(&list, "  %-8s %s (%s)\n", s.Name, s.Doc, s.Seed)
+	}
+	cmd := &cobra.Command{
+		Use:   "bench SUITE TARGET",
+		Short: "Run one of the seed papers' experiments against a directory, S3, NFS or iSCSI target",
+		Long: `bench runs a suite against TARGET and saves every request as a record in a
+results directory (run.json + ops.jsonl.gz; see docs/bench-workbench.md), from
+which "tristore report" draws tables and plots. It prints a live progress line
+on stderr and a table at the end (--json for JSON).
+
+Suites:
+` + list.String() + `
+TARGET is one of
+  DIR                                 a directory (local disk, a FUSE mount, a kernel NFS/iSCSI mount)
+  s3://[AK:SK@]host:port/bucket       S3 (path style; s3+https:// for TLS); the bucket is made if missing
+  nfs://host:port/export              NFS v3 with tristore's userspace client (?mountport=P)
+  iscsi://[user:secret@]host:port/IQN/LUN   a raw LUN: ITS DATA IS OVERWRITTEN
+
+--scale (0 < s <= 1) shrinks the seed's parameters: counts by s, sizes and
+thread counts by sqrt(s) (0.01 runs each suite in well under a minute here).
+Access forms (POSIX: default, sync = O_SYNC, direct = O_DIRECT; NFS and
+iSCSI: default, sync) apply to the units suite.
+
+Failed requests are recorded and shown; a step stops after --max-errors
+failures in a row. If the run cannot finish, the error names the target and
+phase, the results saved so far are marked partial, and the exit code is 1.
+Whatever the run created on the target is removed in every case.`,
+		Args: cobra.ExactArgs(2),
+		RunE: runBench,
+	}
+	fs := cmd.Flags()
+	fs.Float64("scale", 1, "shrink the seed's sizes and counts (0 < scale <= 1)")
+	fs.String("out", "", "results directory to create (default results/bench-SUITE-TIME)")
+	fs.Bool("json", false, "print the run and its table as JSON on stdout")
+	fs.Bool("progress", true, "show a live progress line on stderr (only drawn when stderr is a terminal; otherwise one line per step)")
+	fs.String("forms", "", "access forms to measure, comma-separated (default: all the target has)")
+	fs.String("sizes", "", "replace the suite's sizes (units, files or objects), comma-separated, e.g. 4KiB,1MiB")
+	fs.String("threads", "", "replace the suite's thread counts, comma-separated, e.g. 1,8,64")
+	fs.Int("count", 0, "replace the suite's file/object count per step")
+	fs.Int("max-errors", 10, "end a step after this many failed requests in a row")
+	fs.String("network", "", "put an emulated link in front of the target: "+strings.Join(netem.PresetNames(), ", ")+" (no-root TCP proxy: rate, delay, jitter; no loss)")
+	fs.Duration("timeout", 30*time.Second, "connect timeout and longest silence of one request")
+	fs.String("access-key", "", "S3 access key (else the URL's user info, AWS_ACCESS_KEY_ID or TRISTORE_ACCESS_KEY)")
+	fs.String("secret-key", "", "S3 secret key (else the URL, AWS_SECRET_ACCESS_KEY or TRISTORE_SECRET_KEY)")
+	fs.String("region", "us-east-1", "S3 region for request signing")
+	fs.String("chap-user", "", "iSCSI CHAP user (else user:secret@ in the URL)")
+	fs.String("chap-secret", "", "iSCSI CHAP secret (env TRISTORE_CHAP_SECRET)")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, args []string) error {
+	suite, target := args[0], args[1]
+	if _, ok := bench.LookupSuite(suite); !ok {
+		var names []string
+		for _, s := range bench.Suites() {
+			names = append(names, s.Name)
+		}
+		return fmt.Errorf("bench: no suite %q (have %s)", suite, strings.Join(names, ", "))
+	}
+	c := bench.Config{
+		Suite: suite, Target: target, Scale: cfg.GetFloat64("scale"), Count: cfg.GetInt("count"),
+		Network: cfg.GetString("network"), MaxConsecutiveErrors: cfg.GetInt("max-errors"),
+		Options: bench.Options{AccessKey: cfg.GetString("access-key"), SecretKey: cfg.GetString("secret-key"),
+			Region: cfg.GetString("region"), CHAPUser: cfg.GetString("chap-user"), CHAPSecret: cfg.GetString("chap-secret"),
+			Timeout: cfg.GetDuration("timeout")},
+	}
+	if c.Scale <= 0 || c.Scale > 1 {
+		return fmt.Errorf("--scale %v: want 0 < scale <= 1", c.Scale)
+	}
+	if c.MaxConsecutiveErrors < 1 {
+		return fmt.Errorf("--max-errors %d: want at least 1", c.MaxConsecutiveErrors)
+	}
+	if v := cfg.GetString("forms"); v != "" {
+		c.Forms = strings.Split(v, ",")
+	}
+	for _, s := range splitList(cfg.GetString("sizes")) {
+		n, err := units.ParseSize(s)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--sizes %q: %v", s, errOr(err, "want a positive size"))
+		}
+		c.Sizes = append(c.Sizes, n)
+	}
+	for _, s := range splitList(cfg.GetString("threads")) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 4096 {
+			return fmt.Errorf("--threads %q: want a count 1..4096", s)
+		}
+		c.Threads = append(c.Threads, n)
+	}
+	c.Out = cfg.GetString("out")
+	if c.Out == "" {
+		c.Out = filepath.Join("results", "bench-"+suite+"-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	stderr := cmd.ErrOrStderr()
+	if cfg.GetBool("progress") {
+		c.Progress = progressPrinter(stderr)
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	run, runErr := bench.Execute(ctx, c)
+	if run == nil { // nothing was saved (bad arguments, results directory)
+		return runErr
+	}
+	rows, sumErr := bench.Summarize(c.Out)
+	if cfg.GetBool("json") {
+		out := struct {
+			Dir  string      `json:"dir"`
+			Run  *bench.Run  `json:"run"`
+			Rows []bench.Row `json:"rows"`
+		}{c.Out, run, rows}
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "%s on %s (%s), scale %g", run.Suite, run.Target, run.Protocol, run.Scale)
+		if run.Network != "" {
+			fmt.Fprintf(w, ", network %s", run.Network)
+		}
+		fmt.Fprintf(w, ": %d requests, %d failed, %s\n", run.Ops, run.Errors, run.End.Sub(run.Start).Round(time.Millisecond))
+		if err := bench.WriteTable(w, rows); err != nil {
+			return err
+		}
+		state := "complete"
+		if run.Partial {
+			state = "PARTIAL"
+		}
+		fmt.Fprintf(w, "results (%s): %s\n", state, c.Out)
+		if run.CleanupError != "" {
+			fmt.Fprintf(w, "cleanup FAILED, %s may be left on the target: %s\n", run.Workdir, run.CleanupError)
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("%w (partial results in %s)", runErr, c.Out)
+	}
+	if sumErr != nil {
+		return sumErr
+	}
+	if run.CleanupError != "" {
+		return errors.New("bench: cleanup failed: " + run.CleanupError)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func errOr(err error, msg string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return msg
+}
+
+// progressPrinter draws a one-line bar on a terminal (redrawn in place) and,
+// elsewhere (logs, CI), one line per step when it finishes.
+func progressPrinter(w io.Writer) func(bench.Progress) {
+	f, isFile := w.(*os.File)
+	tty := isFile && term.IsTerminal(int(f.Fd()))
+	last := ""
+	return func(p bench.Progress) {
+		if !tty {
+			if p.Phase != last && last != "" {
+				fmt.Fprintf(w, "bench: %s done (%d requests so far, %d failed)\n", last, p.Ops, p.Errors)
+			}
+			last = p.Phase
+			return
+		}
+		const width = 24
+		frac := 0.0
+		if p.StepPlanned > 0 {
+			frac = min(1, float64(p.StepDone)/float64(p.StepPlanned))
+		}
+		fill := int(frac * width)
+		mbps := 0.0
+		if p.Elapsed > 0 {
+			mbps = float64(p.Bytes) / p.Elapsed.Seconds() / 1e6
+		}
+		fmt.Fprintf(w, "\r\033[K%-26.26s [%s%s] %d/%d  total %d req, %d err, %.1f MB/s, %s",
+			p.Phase, strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.StepDone, p.StepPlanned,
+			p.Ops, p.Errors, mbps, p.Elapsed.Round(time.Second))
+		last = p.Phase
+	}
+}
