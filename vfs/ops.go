@@ -428,6 +428,9 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 	})
 	if err == nil && to0.st.Ino != fo.st.Ino {
 		err = fs.commitMeta(nil, to0, "")
+		if faultSkip("nfs-rename-src") {
+			return from, to, err
+		}
 	}
 	return from, to, fs.commitMeta(err, fo, "")
 }

@@ -12,6 +12,7 @@
 //	nfs-write   vfs: fsync/fdatasync of a FILE_SYNC/DATA_SYNC WRITE
 //	nfs-commit  vfs: fsync of COMMIT
 //	nfs-dir     vfs: fsync of the directory after a namespace change (sync export)
+//	nfs-rename-src  vfs: fsync of the source directory of a cross-directory RENAME
 //	lun-fua     blockdev/filelun: fsync after a FUA write
 //	lun-flush   blockdev/filelun: fsync of SYNCHRONIZE CACHE (Flush)
 package faultsync

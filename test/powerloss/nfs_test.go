@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -23,7 +24,8 @@ const anyContent = "<any>"
 // nfsOps names the operations a run may use.
 // oldHandles also checks that file handles from before a cut still
 // resolve after the reboot.
-type nfsOps struct{ fileSync, commit, namespace, oldHandles bool }
+// crossOnly makes every RENAME move the file into sub/.
+type nfsOps struct{ fileSync, commit, namespace, oldHandles, crossOnly bool }
 
 var allNFSOps = nfsOps{fileSync: true, commit: true, namespace: true}
 
@@ -67,7 +69,11 @@ func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *rep
 	}
 	files := make([]map[string]*nfsFile, nfsWorkers)
 	for w := range nfsWorkers {
-		if _, _, err := c.Mkdir(ctx, top, fmt.Sprintf("w%d", w), nfs.SetAttr{}); err != nil {
+		wd, _, err := c.Mkdir(ctx, top, fmt.Sprintf("w%d", w), nfs.SetAttr{})
+		if err != nil {
+			t.Fatalf("MKDIR: %v", err)
+		}
+		if _, _, err := c.Mkdir(ctx, wd, "sub", nfs.SetAttr{}); err != nil {
 			t.Fatalf("MKDIR: %v", err)
 		}
 		files[w] = map[string]*nfsFile{}
@@ -115,11 +121,16 @@ func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *rep
 }
 
 // nfsWorker runs file lives in dir nfs/w<w>: CREATE, WRITE (FILE_SYNC,
-// DATA_SYNC or UNSTABLE + COMMIT), RENAME, and REMOVE of an older file. It returns the
+// DATA_SYNC or UNSTABLE + COMMIT), RENAME (within the directory or into
+// its sub/), and REMOVE of an older file. It returns the
 // last write verifier it saw.
 func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int, ops nfsOps, files map[string]*nfsFile, cut *cutter, stop chan struct{}) (verf nfs.Verifier) {
 	rng := rand.New(rand.NewPCG(seed, 4))
 	dir, _, err := c.LookupPath(ctx, fmt.Sprintf("nfs/w%d", w))
+	if err != nil {
+		return
+	}
+	sub, _, err := c.Lookup(ctx, dir, "sub")
 	if err != nil {
 		return
 	}
@@ -194,14 +205,18 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		if !ops.namespace {
 			continue
 		}
-		// RENAME f… -> g… (same directory: one fsync covers both names).
-		gname := "g" + name[1:]
+		// RENAME f… -> g… in the same directory or into sub/ (then both
+		// directories must be fsynced).
+		gname, gdir := "g"+name[1:], dir
+		if ops.crossOnly || rng.IntN(2) == 0 {
+			gname, gdir = "sub/g"+name[1:], sub
+		}
 		g := &nfsFile{keyState: keyState{acked: absent}, fh: fh}
 		files[gname] = g
 		content := f.acked
 		f.pending, g.pending = absent, content
 		octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
-		err := c.Rename(octx, dir, name, dir, gname)
+		err := c.Rename(octx, dir, name, gdir, path.Base(gname))
 		ocancel()
 		if err != nil {
 			return
@@ -212,8 +227,12 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		// REMOVE an older renamed file now and then.
 		if rng.IntN(2) == 0 {
 			for n, o := range files {
-				if n[0] == 'g' && n != gname && o.acked != absent {
-					if !call(o, absent, func(ctx context.Context) error { return c.Remove(ctx, dir, n) }) {
+				if n != gname && path.Base(n)[0] == 'g' && o.acked != absent {
+					rdir := dir
+					if path.Dir(n) == "sub" {
+						rdir = sub
+					}
+					if !call(o, absent, func(ctx context.Context) error { return c.Remove(ctx, rdir, path.Base(n)) }) {
 						return
 					}
 					o.fh = nil
@@ -241,11 +260,18 @@ func nfsCheck(ctx context.Context, r *rig, addr string, files []map[string]*nfsF
 			rep.violate("round %d: LOOKUP nfs/w%d: %v", round, w, err)
 			continue
 		}
-		ents, _ := os.ReadDir(filepath.Join(r.data, "nfs", fmt.Sprintf("w%d", w)))
-		for _, e := range ents {
-			if _, ok := m[e.Name()]; !ok {
-				rep.violate("round %d: unexpected name nfs/w%d/%s after restart", round, w, e.Name())
+		for _, d := range []string{"", "sub"} {
+			ents, _ := os.ReadDir(filepath.Join(r.data, "nfs", fmt.Sprintf("w%d", w), d))
+			for _, e := range ents {
+				if _, ok := m[path.Join(d, e.Name())]; !ok && !(d == "" && e.Name() == "sub") {
+					rep.violate("round %d: unexpected name nfs/w%d/%s after restart", round, w, path.Join(d, e.Name()))
+				}
 			}
+		}
+		sub, _, err := c.Lookup(ctx, dir, "sub")
+		if err != nil {
+			rep.violate("round %d: LOOKUP nfs/w%d/sub: %v", round, w, err)
+			continue
 		}
 		for name, f := range m {
 			// First the handle from before the cut, as a client that held
@@ -257,7 +283,11 @@ func nfsCheck(ctx context.Context, r *rig, addr string, files []map[string]*nfsF
 				}
 			}
 			got := absent
-			fh, _, err := c.Lookup(ctx, dir, name)
+			ldir := dir
+			if path.Dir(name) == "sub" {
+				ldir = sub
+			}
+			fh, _, err := c.Lookup(ctx, ldir, path.Base(name))
 			switch {
 			case errors.Is(err, nfs.ErrNoEnt):
 			case err != nil:
