@@ -200,7 +200,7 @@ func lunCheck(ctx context.Context, portal string, blocks []blockState, rep *repo
 
 func TestISCSIPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
-	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allLUNOps)
+	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allLUNOps)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}
@@ -213,7 +213,7 @@ func TestISCSIPowerLossSidecar(t *testing.T) {
 	pfs := powerloss.New()
 	pfs.DisableXattrs()
 	r := newRigOn(t, pfs, ourBin(t))
-	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(3), allLUNOps)
+	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(5), allLUNOps)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}

@@ -224,8 +224,15 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		f.acked, f.pending, f.fh = absent, "", nil
 		g.acked, g.pending = content, ""
 		cut.ack()
-		// REMOVE an older renamed file now and then.
-		if rng.IntN(2) == 0 {
+		// REMOVE an older renamed file now and then (always once a worker
+		// has many, so a soak's checks stay short).
+		live := 0
+		for _, o := range files {
+			if o.acked != absent {
+				live++
+			}
+		}
+		if rng.IntN(2) == 0 || live > 24 {
 			for n, o := range files {
 				if n != gname && path.Base(n)[0] == 'g' && o.acked != absent {
 					rdir := dir
@@ -326,7 +333,7 @@ func nfsCheck(ctx context.Context, r *rig, addr string, files []map[string]*nfsF
 
 func TestNFSPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
-	rep := nfsScenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allNFSOps)
+	rep := nfsScenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allNFSOps)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}

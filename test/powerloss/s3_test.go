@@ -282,7 +282,7 @@ func TestS3PowerLossSidecar(t *testing.T) {
 	pfs := powerloss.New()
 	pfs.DisableXattrs()
 	r := newRigOn(t, pfs, ourBin(t))
-	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allS3Ops)
+	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allS3Ops)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}
@@ -290,7 +290,7 @@ func TestS3PowerLossSidecar(t *testing.T) {
 
 func TestS3PowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
-	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(10), allS3Ops)
+	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allS3Ops)
 	for _, e := range rep.errs {
 		t.Error(e)
 	}
