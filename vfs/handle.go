@@ -250,10 +250,42 @@ func (fs *FS) inside(p string) bool {
 type index struct{ dir string }
 
 func openIndex(dir string) (*index, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirDurable(dir, 8); err != nil {
 		return nil, fmt.Errorf("vfs: handle index: %w", err)
 	}
 	return &index{dir: dir}, nil
+}
+
+// mkdirDurable makes dir (and up to depth missing parents, mode 0700) and
+// fsyncs the parent of each directory it made, so the new path survives a
+// power cut.
+func mkdirDurable(dir string, depth int) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return &os.PathError{Op: "mkdir", Path: dir, Err: unix.ENOTDIR}
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir && depth > 0 {
+		if err := mkdirDurable(parent, depth-1); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return fsyncPath(parent)
+}
+
+// fsyncPath fsyncs the file or directory at p.
+func fsyncPath(p string) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
 }
 
 func (ix *index) file(ino uint64) string {
@@ -267,14 +299,38 @@ func (ix *index) record(ino, parent uint64, name string, gen uint32) error {
 	if b, err := os.ReadFile(f); err == nil && string(b) == want {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+	// The entry is durable before the handle goes out in a reply: a client
+	// keeps using a handle across a server reboot (RFC 1813), and after a
+	// power cut an entry that was only in the page cache would be gone, the
+	// handle stale.
+	if err := mkdirDurable(filepath.Dir(f), 0); err != nil {
 		return err
 	}
 	tmp := f + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, []byte(want), 0o600); err != nil {
+	if err := writeSynced(tmp, []byte(want)); err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, f)
+	if err := os.Rename(tmp, f); err != nil {
+		return err
+	}
+	return fsyncPath(filepath.Dir(f))
+}
+
+// writeSynced writes data to a new file at p and fsyncs it.
+func writeSynced(p string, data []byte) error {
+	fl, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fl.Write(data)
+	if err == nil {
+		err = fl.Sync()
+	}
+	if cerr := fl.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // forget drops the entry of a removed inode.

@@ -120,6 +120,9 @@ type FS struct {
 	// system without user xattrs (the store then keeps metadata in sidecar
 	// files).
 	noXattr bool
+	// noExport mounts without FUSE export support: open_by_handle_at then
+	// fails, as on file systems that cannot decode handles.
+	noExport bool
 }
 
 // New returns an empty file system (a durable root directory, mode 0755).
@@ -148,12 +151,25 @@ func (f *FS) DisableXattrs() {
 	f.mu.Unlock()
 }
 
+// DisableExport mounts without export support, so file handles cannot be
+// opened (the NFS server then uses its own handle index). Call it before
+// Mount.
+func (f *FS) DisableExport() {
+	f.mu.Lock()
+	f.noExport = true
+	f.mu.Unlock()
+}
+
 // Mount serves the file system at dir (root only: it mounts directly).
 func (f *FS) Mount(dir string) error {
 	f.mu.Lock()
 	if f.srv != nil {
 		f.mu.Unlock()
 		return errors.New("powerloss: already mounted")
+	}
+	extra := uint64(fuse.CAP_EXPORT_SUPPORT)
+	if f.noExport {
+		extra = 0
 	}
 	f.mu.Unlock()
 	srv, err := fuse.NewServer(f, dir, &fuse.MountOptions{
@@ -168,7 +184,7 @@ func (f *FS) Mount(dir string) error {
 		// has forgotten (LOOKUP of "." and ".." by node id), so file
 		// handles survive a remount as ext4's survive a reboot: the NFS
 		// server's handles from before a cut must still resolve after it.
-		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT,
+		ExtraCapabilities: extra,
 	})
 	if err != nil {
 		return fmt.Errorf("powerloss: mount %s: %w", dir, err)
