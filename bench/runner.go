@@ -61,6 +61,8 @@ type Config struct {
 	Sizes   []int64
 	Threads []int
 	Count   int
+	// FileSize, when set, replaces the units suite's file size.
+	FileSize int64
 	// Network is the emulated-link preset the caller set up ("" for none),
 	// recorded in run.json.
 	Network string
@@ -274,6 +276,9 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	if cfg.Count > 0 {
 		p.Count = cfg.Count
+	}
+	if cfg.FileSize > 0 && s.Name == "units" {
+		p.FileSize = cfg.FileSize
 	}
 	target := Redact(cfg.Target)
 	w, err := Create(cfg.Out, Run{Suite: s.Name, Target: target, Protocol: protocolOf(cfg.Target), Params: p,
