@@ -63,6 +63,7 @@ Whatever the run created on the target is removed in every case.`,
 	fs.String("sizes", "", "replace the suite's sizes (units, files or objects), comma-separated, e.g. 4KiB,1MiB")
 	fs.String("threads", "", "replace the suite's thread counts, comma-separated, e.g. 1,8,64")
 	fs.Int("count", 0, "replace the suite's file/object count per step")
+	fs.String("file-size", "", "units: replace the file size (e.g. 128MiB; a multiple of every unit)")
 	fs.Int("max-errors", 10, "end a step after this many failed requests in a row")
 	fs.String("network", "", "put an emulated link in front of the target: "+strings.Join(netem.PresetNames(), ", ")+" (no-root TCP proxy: rate, delay, jitter; no loss)")
 	fs.Duration("timeout", 30*time.Second, "connect timeout and longest silence of one request")
@@ -112,6 +113,13 @@ func runBench(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("--threads %q: want a count 1..4096", s)
 		}
 		c.Threads = append(c.Threads, n)
+	}
+	if v := cfg.GetString("file-size"); v != "" {
+		n, err := units.ParseSize(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--file-size %q: %v", v, errOr(err, "want a positive size"))
+		}
+		c.FileSize = n
 	}
 	c.Out = cfg.GetString("out")
 	if c.Out == "" {
