@@ -23,23 +23,28 @@ type Link struct {
 	done   chan error
 }
 
-// StartLink starts a proxy for target with preset and returns the link; set
+// StartLink starts a proxy for target with preset ("" for a link that only
+// counts bytes) and returns the link; set
 // o.Dial = l.Dialer(target) and cfg.Wire = l.Wire.
 func StartLink(ctx context.Context, target, preset string) (*Link, string, error) {
 	hostport, err := targetAddr(target)
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := netem.PresetConfig(preset)
-	if err != nil {
-		return nil, "", err
+	c := netem.Symmetric(netem.Dir{}) // "": a link that only counts
+	note := "counting only: no rate, delay, jitter or loss"
+	if preset != "" {
+		if c, err = netem.PresetConfig(preset); err != nil {
+			return nil, "", err
+		}
+		note = netem.ProxyNote
 	}
 	p, err := netem.NewProxy("127.0.0.1:0", hostport, c)
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: --network %s: %w", preset, err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &Link{Preset: preset, Note: netem.ProxyNote, proxy: p, cancel: cancel, done: make(chan error, 1)}
+	l := &Link{Preset: preset, Note: note, proxy: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { l.done <- p.Serve(ctx) }()
 	return l, hostport, nil
 }
@@ -55,6 +60,17 @@ func (l *Link) Dialer(hostport string) func(ctx context.Context, network, addr s
 		}
 		return d.DialContext(ctx, network, addr)
 	}
+}
+
+// Rewrite points target's host:port at the link (for clients that take no
+// dialer: the iSCSI initiator). The target sees the same bytes either way.
+func (l *Link) Rewrite(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return target
+	}
+	u.Host = l.proxy.Addr().String()
+	return u.String()
 }
 
 // Wire returns the stream bytes the link carried each way so far (TCP

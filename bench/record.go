@@ -56,6 +56,8 @@
 //	end_ns         request end (last byte received or acknowledged)
 //	first_byte_ns  when the first payload byte arrived (reads/gets only;
 //	               absent when not measured)
+//	items          names a list request returned (metadata suite); absent
+//	               for other requests
 //	err            the error text; absent when the request succeeded
 //
 // Failed requests are recorded like the others (never dropped), so a report
@@ -98,6 +100,7 @@ type Operation struct {
 	Start     time.Duration `json:"start_ns"`
 	End       time.Duration `json:"end_ns"`
 	FirstByte time.Duration `json:"first_byte_ns,omitempty"`
+	Items     int           `json:"items,omitempty"`
 	Err       string        `json:"err,omitempty"`
 }
 

@@ -24,9 +24,12 @@ type Suite struct {
 	// Seed says which paper section the suite reproduces.
 	Seed string
 	// Doc is a one-paragraph description for --help.
-	Doc      string
-	Defaults func(scale float64) Params
-	Run      func(ctx context.Context, r *Runner) error
+	Doc string
+	// NeedsWire asks for the bytes on the wire: a network target is run
+	// through a counting link even without --network.
+	NeedsWire bool
+	Defaults  func(scale float64) Params
+	Run       func(ctx context.Context, r *Runner) error
 }
 
 var suites = map[string]*Suite{}
@@ -144,7 +147,8 @@ func (s Step) String() string {
 }
 
 // ReqFunc performs request i of a step on worker w and returns the payload
-// bytes moved and, for reads, when the first byte arrived.
+// bytes moved (for op "list": the number of names returned, recorded as
+// items) and, for reads, when the first byte arrived.
 type ReqFunc func(ctx context.Context, w, i int) (size int64, first time.Time, err error)
 
 // Step runs s: workers take request indexes 0..Count-1 in order, each
@@ -188,6 +192,9 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 					Start: r.W.Since(t0), End: r.W.Since(t1)}
 				if !first.IsZero() {
 					op.FirstByte = r.W.Since(first)
+				}
+				if s.Op == "list" {
+					op.Items, op.Size, n = int(n), 0, 0
 				}
 				nops.Add(1)
 				r.doneOps.Add(1)
@@ -312,14 +319,19 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		}()
 	}
 	var link *Link // closed after the cleanup, which goes through it
+	openTarget := cfg.Target
 	runErr := func() error {
-		if cfg.Network != "" && cfg.Wire == nil && cfg.Driver == nil {
+		counting := s.NeedsWire && cfg.Network == "" && protocolOf(cfg.Target) != "posix"
+		if (cfg.Network != "" || counting) && cfg.Wire == nil && cfg.Driver == nil {
 			l, hostport, err := StartLink(ctx, cfg.Target, cfg.Network)
 			if err != nil {
 				return fmt.Errorf("phase network: %w", err)
 			}
 			link = l
 			cfg.Options.Dial = link.Dialer(hostport)
+			if protocolOf(cfg.Target) == "iscsi" { // the initiator takes no dialer
+				openTarget = link.Rewrite(cfg.Target)
+			}
 			cfg.Wire = link.Wire
 			r.cfg.Wire = link.Wire
 			w.Update(func(run *Run) {
@@ -332,7 +344,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		d := cfg.Driver
 		if d == nil {
 			var err error
-			if d, err = Open(ctx, cfg.Target, cfg.Options); err != nil {
+			if d, err = Open(ctx, openTarget, cfg.Options); err != nil {
 				return &connectError{target: target, err: err}
 			}
 		}
