@@ -224,8 +224,8 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		f.acked, f.pending, f.fh = absent, "", nil
 		g.acked, g.pending = content, ""
 		cut.ack()
-		// REMOVE an older renamed file now and then (always once a worker
-		// has many, so a soak's checks stay short).
+		// REMOVE an older file now and then (always once a worker has
+		// many, so a soak's checks stay short).
 		live := 0
 		for _, o := range files {
 			if o.acked != absent {
@@ -234,7 +234,7 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		}
 		if rng.IntN(2) == 0 || live > 24 {
 			for n, o := range files {
-				if n != gname && path.Base(n)[0] == 'g' && o.acked != absent {
+				if n != gname && n != name && o.acked != absent {
 					rdir := dir
 					if path.Dir(n) == "sub" {
 						rdir = sub
