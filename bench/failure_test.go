@@ -125,3 +125,20 @@ func TestFailsMidRun(t *testing.T) {
 		t.Fatalf("left behind: %v (%s)", ents, run.CleanupError)
 	}
 }
+
+// TestBadForms: an access form the target lacks, or forms for a suite that
+// does not measure them, fail before any request, naming the problem.
+func TestBadForms(t *testing.T) {
+	for _, c := range []struct {
+		suite, form, want string
+	}{{"units", "fua", `has no access form "fua"`}, {"batch", "direct", "only units does"}} {
+		out := filepath.Join(t.TempDir(), "res")
+		_, err := bench.Execute(context.Background(), bench.Config{Suite: c.suite, Target: t.TempDir(), Forms: []string{c.form}, Scale: 0.001, Out: out})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s --forms %s: %v", c.suite, c.form, err)
+		}
+		if run, _, err := bench.ReadRun(out); err != nil || !run.Partial || run.Ops != 0 {
+			t.Fatalf("%+v %v", run, err)
+		}
+	}
+}

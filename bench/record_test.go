@@ -125,3 +125,17 @@ func TestRecordPartial(t *testing.T) {
 	}
 	w2.Close(nil)
 }
+
+// TestRedact: run.json never holds a target's secrets.
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3://AKIA:s3cr3t@127.0.0.1:9000/b":                                    "s3://AKIA@127.0.0.1:9000/b",
+		"iscsi://u:chapsecret@h:3260/iqn.x:y/0?target_secret=zz&target_user=t": "iscsi://u@h:3260/iqn.x:y/0?target_secret=REDACTED&target_user=t",
+		"nfs://h:2049/export":                                                  "nfs://h:2049/export",
+		"/mnt/dir":                                                             "/mnt/dir",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

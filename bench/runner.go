@@ -25,6 +25,9 @@ type Suite struct {
 	Seed string
 	// Doc is a one-paragraph description for --help.
 	Doc string
+	// UsesForms says the suite measures access forms (Runner.Forms); the
+	// others use each driver's default (recorded as forms ["default"]).
+	UsesForms bool
 	// NeedsWire asks for the bytes on the wire: a network target is run
 	// through a counting link even without --network.
 	NeedsWire bool
@@ -357,6 +360,12 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 				}
 			}
 			r.Forms = cfg.Forms
+		}
+		if !s.UsesForms {
+			if len(cfg.Forms) > 0 && !slices.Equal(cfg.Forms, []string{FormDefault}) {
+				return fmt.Errorf("suite %s does not measure access forms (only units does)", s.Name)
+			}
+			r.Forms = []string{FormDefault}
 		}
 		r.Workdir = "tristore-bench-" + s.Name + "-" + randomHex(4)
 		w.Update(func(run *Run) { run.Forms, run.Workdir, run.Protocol = r.Forms, r.Workdir, d.Protocol() })

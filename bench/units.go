@@ -19,9 +19,10 @@ import (
 // the access unit, threads 1; phase "sync" (op sync, size = the file).
 func init() {
 	register(&Suite{
-		Name: "units",
-		Seed: "seed 000 §IV-B (Figure 2)",
-		Doc:  "a 16 MiB file written and read sequentially in units of 4 KiB … 16 MiB, per access form",
+		Name:      "units",
+		UsesForms: true,
+		Seed:      "seed 000 §IV-B (Figure 2)",
+		Doc:       "a 16 MiB file written and read sequentially in units of 4 KiB … 16 MiB, per access form",
 		Defaults: func(scale float64) Params {
 			file := int64(16 << 20)
 			// The file shrinks with the scale (a power of two, at least
