@@ -78,7 +78,8 @@ type Config struct {
 	// row (default 10): a target that went away is reported, not hammered.
 	MaxConsecutiveErrors int
 	// Progress, when set, is called about five times a second while the
-	// run goes on, and once at the end.
+	// run goes on, when each step ends (StepEnded), and once at the end;
+	// calls may come from several goroutines.
 	Progress func(Progress)
 	// Driver, when set, is used instead of opening Target (which then only
 	// names it): a driver the caller built, wrapped or instrumented.
@@ -106,13 +107,16 @@ type Runner struct {
 
 // Progress is a snapshot for a progress display.
 type Progress struct {
-	Phase         string
-	StepDone      int64 // requests done in the current step
-	StepPlanned   int64
-	Ops, Errors   int64 // whole run so far
-	Bytes         int64 // payload of successful requests so far
-	Elapsed       time.Duration
-	StepsFinished int
+	Phase       string
+	StepDone    int64 // requests done in the current step
+	StepPlanned int64
+	Ops, Errors int64 // whole run so far
+	Bytes       int64 // payload of successful requests so far
+	Elapsed     time.Duration
+	// StepEnded is set on the one call made when a step finishes; Step is
+	// that step's Phase record.
+	StepEnded bool
+	Step      Phase
 }
 
 // Progress returns the runner's current state (safe from any goroutine).
@@ -229,6 +233,11 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 		ph.WireUp, ph.WireDn = up1-up0, dn1-dn0
 	}
 	r.W.AddPhase(ph)
+	if r.cfg.Progress != nil {
+		p := r.Progress()
+		p.Phase, p.StepEnded, p.Step = name, true, ph
+		r.cfg.Progress(p)
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return fmt.Errorf("phase %s on %s: %w", name, r.D.Target(), cause)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,12 +127,14 @@ func runBench(cmd *cobra.Command, args []string) error {
 		c.Out = filepath.Join("results", "bench-"+suite+"-"+time.Now().UTC().Format("20060102-150405"))
 	}
 	stderr := cmd.ErrOrStderr()
+	finish := func() {}
 	if cfg.GetBool("progress") {
-		c.Progress = progressPrinter(stderr)
+		c.Progress, finish = progressPrinter(stderr)
 	}
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	run, runErr := bench.Execute(ctx, c)
+	finish()
 	if run == nil { // nothing was saved (bad arguments, results directory)
 		return runErr
 	}
@@ -195,18 +198,27 @@ func errOr(err error, msg string) string {
 	return msg
 }
 
-// progressPrinter draws a one-line bar on a terminal (redrawn in place) and,
-// elsewhere (logs, CI), one line per step when it finishes.
-func progressPrinter(w io.Writer) func(bench.Progress) {
+// progressPrinter draws a one-line bar on a terminal (redrawn in place)
+// and, elsewhere (logs, CI), prints one line per finished step. finish ends
+// the bar's line.
+func progressPrinter(w io.Writer) (update func(bench.Progress), finish func()) {
 	f, isFile := w.(*os.File)
 	tty := isFile && term.IsTerminal(int(f.Fd()))
-	last := ""
-	return func(p bench.Progress) {
+	var mu sync.Mutex
+	drawn := false
+	update = func(p bench.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
 		if !tty {
-			if p.Phase != last && last != "" {
-				fmt.Fprintf(w, "bench: %s done (%d requests so far, %d failed)\n", last, p.Ops, p.Errors)
+			if p.StepEnded {
+				st := p.Step
+				mbps := 0.0
+				if d := st.End - st.Start; d > 0 {
+					mbps = float64(st.Payload) / d.Seconds() / 1e6
+				}
+				fmt.Fprintf(w, "bench: %s: %d requests, %d failed, %.2f MB/s, %s\n", p.Phase, st.Ops, st.Errors, mbps,
+					(st.End - st.Start).Round(time.Microsecond))
 			}
-			last = p.Phase
 			return
 		}
 		const width = 24
@@ -222,6 +234,14 @@ func progressPrinter(w io.Writer) func(bench.Progress) {
 		fmt.Fprintf(w, "\r\033[K%-26.26s [%s%s] %d/%d  total %d req, %d err, %.1f MB/s, %s",
 			p.Phase, strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.StepDone, p.StepPlanned,
 			p.Ops, p.Errors, mbps, p.Elapsed.Round(time.Second))
-		last = p.Phase
+		drawn = true
 	}
+	finish = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if drawn {
+			fmt.Fprintln(w)
+		}
+	}
+	return update, finish
 }
