@@ -65,7 +65,7 @@ func writeCacheEnabled(ctx context.Context, s *iscsi.Session) (bool, error) {
 // is promised, so a LUN that reports no write cache but caches is caught.
 func lunScenario(t testing.TB, r *rig, seed uint64, rounds int, ops lunOps) *report {
 	rep := &report{}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout())
 	defer cancel()
 	rng := rand.New(rand.NewPCG(seed, 5))
 	r.run(ctx, "volume", "create", lunBucket+"/"+lunName, lunVolumeSize)

@@ -55,7 +55,7 @@ func nfsDial(ctx context.Context, addr string) (*nfs.Client, error) {
 // verifier must have changed.
 func nfsScenario(t testing.TB, r *rig, seed uint64, rounds int, ops nfsOps) *report {
 	rep := &report{}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout())
 	defer cancel()
 	rng := rand.New(rand.NewPCG(seed, 3))
 	srv := r.start(ctx)

@@ -53,6 +53,14 @@ func iterations(short int) int {
 	return short
 }
 
+// scenarioTimeout bounds one scenario run (all its rounds).
+func scenarioTimeout() time.Duration {
+	if long() {
+		return 50 * time.Minute
+	}
+	return 5 * time.Minute
+}
+
 // rig is one power-loss file system with a tristore server on it.
 type rig struct {
 	t    testing.TB

@@ -82,7 +82,7 @@ var allS3Ops = s3Ops{put: true, multipart: true, copy: true, del: true}
 // keys, and no temp file may remain.
 func s3Scenario(t testing.TB, r *rig, seed uint64, rounds int, ops s3Ops) *report {
 	rep := &report{}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout())
 	defer cancel()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	srv := r.start(ctx)
