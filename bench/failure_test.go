@@ -142,3 +142,44 @@ func TestBadForms(t *testing.T) {
 		}
 	}
 }
+
+// cancelling cancels the run's context at its n-th Put, as SIGINT does.
+type cancelling struct {
+	bench.Driver
+	n      atomic.Int64
+	at     int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelling) Put(ctx context.Context, name string, data []byte) error {
+	if c.n.Add(1) == c.at {
+		c.cancel()
+	}
+	return c.Driver.Put(ctx, name, data)
+}
+
+// TestInterruptedRun: an interrupted run (context cancelled, as by SIGINT)
+// stops promptly, keeps the records made so far, is marked partial with
+// the phase, and still removes its files.
+func TestInterruptedRun(t *testing.T) {
+	root := t.TempDir()
+	p, err := bench.OpenPOSIX(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := &cancelling{Driver: p, at: 20, cancel: cancel}
+	out := filepath.Join(t.TempDir(), "res")
+	_, err = bench.Execute(ctx, bench.Config{Suite: "batch", Target: root, Driver: d, Scale: 0.01, Count: 1000, Out: out})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "phase write") {
+		t.Fatalf("error: %v", err)
+	}
+	run, ops, err := bench.ReadRun(out)
+	if err != nil || !run.Partial || len(ops) < 19 || len(ops) > 25 || run.Ops != int64(len(ops)) {
+		t.Fatalf("%d records, %+v, %v", len(ops), run, err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}
