@@ -17,9 +17,7 @@ import (
 func mount(t *testing.T) (*FS, string) {
 	t.Helper()
 	testutil.NeedRoot(t, "mounts FUSE directly")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t)
 	dir := t.TempDir()
 	f := New()
 	if err := f.Mount(dir); err != nil {

@@ -50,9 +50,7 @@ func upFS(t *testing.T, dev *iscsi.Session, mnt string, mkfs ...string) *stack {
 // with UNMAP on the LUN and a punched hole in the volume file.
 func TestFstrimReachesVolume(t *testing.T) {
 	testutil.NeedRoot(t, "losetup and mount need root")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse on this machine")
-	}
+	testutil.NeedFUSE(t)
 	for _, c := range []string{"losetup", "mount", "umount", "fstrim"} {
 		testutil.NeedCmd(t, c)
 	}

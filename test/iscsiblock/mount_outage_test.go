@@ -101,9 +101,7 @@ func alignedBuf(n int) []byte {
 func TestMountOutage(t *testing.T) {
 	testutil.NeedRoot(t, "FUSE mount")
 	testutil.NeedCmd(t, "go")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t)
 	const size = 8 << 20
 	tg := startRestartable(t, size)
 

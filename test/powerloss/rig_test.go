@@ -75,12 +75,7 @@ type rig struct {
 func needFUSE(t testing.TB) {
 	t.Helper()
 	testutil.NeedRoot(t, "mounts the power-loss FUSE file system")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no /dev/fuse")
-		}
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t)
 }
 
 func newRig(t testing.TB, bin string, env ...string) *rig {
