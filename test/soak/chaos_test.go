@@ -42,7 +42,9 @@ func (c *chaos) begin(kind string) int {
 func (c *chaos) end(i int) {
 	c.mu.Lock()
 	c.events[i].End = time.Now()
+	o := c.events[i]
 	c.mu.Unlock()
+	c.rec.logf("chaos: %s (server pid %d)", o, c.srv.pid())
 }
 
 func (c *chaos) between(lo, hi time.Duration) time.Duration {

@@ -49,8 +49,11 @@ type recorder struct {
 	hangs map[string]bool // "workload op since" already reported
 	// end is the workloads' context: an op that fails after it ended was
 	// cut off by the end of the run, not failed.
-	end  context.Context
-	cut  int64
+	end context.Context
+	cut int64
+	// hung is set once something did not finish: the teardown then asks
+	// the mounts and the server for goroutine dumps (SIGQUIT) first.
+	hung bool
 	logf func(format string, args ...any)
 }
 
@@ -59,8 +62,31 @@ type curOp struct {
 	since time.Time
 }
 
+// newRecorder logs through logf with a wall-clock time on each line, so
+// the test log lines up with the chaos events and the servers' logs.
 func newRecorder(logf func(string, ...any)) *recorder {
-	return &recorder{start: time.Now(), ok: map[string]int64{}, cur: map[string]curOp{}, hangs: map[string]bool{}, logf: logf}
+	stamped := func(format string, args ...any) {
+		logf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+	return &recorder{start: time.Now(), ok: map[string]int64{}, cur: map[string]curOp{}, hangs: map[string]bool{}, logf: stamped}
+}
+
+// bounded runs fn, giving up after d: a check stuck on a hung mount is
+// recorded as a hang and the soak goes on (the teardown kills the mount,
+// which ends fn).
+func (r *recorder) bounded(what, view string, d time.Duration, fn func() string) string {
+	ch := make(chan string, 1)
+	go func() { ch <- fn() }()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(d):
+		r.stuck(what, view, d)
+		r.mu.Lock()
+		r.hung = true
+		r.mu.Unlock()
+		return fmt.Sprintf("%s: HUNG (no answer in %v)", what, d)
+	}
 }
 
 // do runs one operation of a workload, counts it and records its error.
@@ -90,8 +116,15 @@ func (r *recorder) do(workload, view, op string, fn func() error) error {
 func (r *recorder) stuck(workload, view string, waited time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.hung = true
 	r.errs = append(r.errs, opErr{Workload: workload, View: view, Op: "finish", Begin: time.Now().Add(-waited),
 		End: time.Now(), Err: fmt.Sprintf("%v: still running %v after the end", errHang, waited)})
+}
+
+func (r *recorder) isHung() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hung
 }
 
 // count adds n successful operations without timing them.
@@ -131,6 +164,7 @@ func (r *recorder) watchHangs(limit time.Duration) []string {
 			key := fmt.Sprintf("%s %s %d", w, c.op, c.since.UnixNano())
 			if !r.hangs[key] {
 				r.hangs[key] = true
+				r.hung = true
 				r.notes = append(r.notes, fmt.Sprintf("%s: %s still running after %v (started %s)", w, c.op, limit, c.since.Format("15:04:05")))
 				r.logf("HANG? %s %s running for %v", w, c.op, d.Round(time.Second))
 			}
@@ -224,6 +258,7 @@ type summary struct {
 	Settings   map[string]string `json:"settings"`
 	LoadBefore string            `json:"load_before"`
 	LoadAfter  string            `json:"load_after"`
+	Starts     int               `json:"server_starts"`
 	Ops        map[string]int64  `json:"ops"`
 	Cut        int64             `json:"ops_cut_off_at_end"`
 	Outages    []outage          `json:"outages"`
@@ -267,7 +302,7 @@ func (s *summary) text() string {
 	for _, o := range s.Outages {
 		kinds[o.Kind] = append(kinds[o.Kind], o.length())
 	}
-	fmt.Fprintf(&b, "chaos: %d outages\n", len(s.Outages))
+	fmt.Fprintf(&b, "chaos: %d outages (the server was started %d times)\n", len(s.Outages), s.Starts)
 	for k, ds := range kinds {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 		var sum time.Duration

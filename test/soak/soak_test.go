@@ -117,6 +117,7 @@ func TestSoak(t *testing.T) {
 // even after a failure.
 type rig struct {
 	t        *testing.T
+	rec      *recorder
 	root     string
 	srv      *server
 	link     *proc // `tristore netem run`, or nil
@@ -150,7 +151,7 @@ func runSoak(t *testing.T, st settings) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, root: root, nfsMnt: filepath.Join(root, "nfs"), iscsiMnt: filepath.Join(root, "iscsi"), ext4: filepath.Join(root, "ext4")}
+	r := &rig{t: t, rec: rec, root: root, nfsMnt: filepath.Join(root, "nfs"), iscsiMnt: filepath.Join(root, "iscsi"), ext4: filepath.Join(root, "ext4")}
 	t.Cleanup(r.teardown)
 
 	host := "127.0.0.1"
@@ -252,6 +253,7 @@ func runSoak(t *testing.T, st settings) {
 
 	// Progress and the hang watchdog.
 	watchDone := make(chan struct{})
+	dataGone := false
 	go func() {
 		defer close(watchDone)
 		tick := time.NewTicker(5 * time.Second)
@@ -263,6 +265,13 @@ func runSoak(t *testing.T, st settings) {
 			case <-tick.C:
 			}
 			rec.watchHangs(2 * time.Minute)
+			if _, err := os.Stat(filepath.Join(r.srv.data, "vols", "lun0")); err != nil && !dataGone {
+				// Someone removed the server's tree under it: say when,
+				// and who was running.
+				dataGone = true
+				ps, _ := run(context.Background(), 20*time.Second, "", nil, "ps", "-eo", "pid,ppid,etime,args")
+				rec.bad("the server's tree lost vols/lun0 (%v); processes:\n%s", err, clip(ps, 20000))
+			}
 			if n%12 == 0 {
 				t.Logf("soak: %v in, %d outages, load %s, ops %v", time.Since(setupDone).Round(time.Second), len(ch.outages()), loadavg(), rec.snapshot())
 			}
@@ -297,22 +306,29 @@ func runSoak(t *testing.T, st settings) {
 		r.srv.signal(syscall.SIGCONT)
 	}
 
-	// Final checks, live through the mounts.
-	vctx, vcancel := context.WithTimeout(ctx, 15*time.Minute)
+	// Final checks, live through the mounts. Each is bounded: one stuck
+	// on a hung mount is a finding, and the soak goes on to the rest.
+	vctx, vcancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer vcancel()
-	check := func(s string) { sum.Checks = append(sum.Checks, s); t.Log(s) }
-	check(gw.verify(vctx, rec, gw.dir, "through the NFS mount"))
-	check(tw.verify(rec, r.nfsMnt, r.nfsMnt, "through the NFS mount"))
-	check(sw.verify(vctx, rec, sw.db, "through the NFS mount"))
-	check(s3w.verify(vctx, rec))
-	check(xw.verify(vctx, rec, r.nfsMnt, "through the NFS mount"))
-	check(ef.verify(rec, "live"))
-	fb.close()
-	fd.close()
+	var checkMu sync.Mutex
+	check := func(s string) { checkMu.Lock(); sum.Checks = append(sum.Checks, s); checkMu.Unlock(); t.Log(s) }
+	bounded := func(what, view string, d time.Duration, fn func() string) {
+		check(rec.bounded(what, view, d, fn))
+	}
+	bounded("git check through the NFS mount", viewNFS, 5*time.Minute, func() string { return gw.verify(vctx, rec, gw.dir, "through the NFS mount") })
+	bounded("tar check through the NFS mount", viewNFS, 5*time.Minute, func() string { return tw.verify(rec, r.nfsMnt, r.nfsMnt, "through the NFS mount") })
+	bounded("sqlite check through the NFS mount", viewNFS, 5*time.Minute, func() string { return sw.verify(vctx, rec, sw.db, "through the NFS mount") })
+	bounded("s3 check", viewS3, 5*time.Minute, func() string { return s3w.verify(vctx, rec) })
+	bounded("xview check through the NFS mount", viewNFS, 5*time.Minute, func() string { return xw.verify(vctx, rec, r.nfsMnt, "through the NFS mount") })
 	// ext4: unmount, fsck, mount again, compare with the models.
-	if err := r.umountExt4(vctx); err != nil {
-		rec.bad("umount ext4: %v", err)
-	} else {
+	bounded("ext4 checks", viewBlock, 15*time.Minute, func() string {
+		check(ef.verify(rec, "live"))
+		fb.close()
+		fd.close()
+		if err := r.umountExt4(vctx); err != nil {
+			rec.bad("umount ext4: %v", err)
+			return "ext4: umount FAILED"
+		}
 		out, err := run(vctx, 10*time.Minute, "", nil, "e2fsck", "-fn", r.loop)
 		if err != nil {
 			rec.bad("e2fsck -fn after the soak: %v", err)
@@ -322,34 +338,53 @@ func runSoak(t *testing.T, st settings) {
 		}
 		if err := r.mountExt4(vctx); err != nil {
 			rec.bad("mount ext4 again: %v", err)
-		} else {
-			check(fb.verifyReopen(rec, fb.path, "after remount"))
-			check(fd.verifyReopen(rec, fd.path, "after remount"))
-			check(ef.verify(rec, "after remount"))
-			if err := r.umountExt4(vctx); err != nil {
-				rec.bad("umount ext4: %v", err)
-			}
+			return "ext4: mount after fsck FAILED"
+		}
+		check(fb.verifyReopen(rec, fb.path, "after remount"))
+		check(fd.verifyReopen(rec, fd.path, "after remount"))
+		check(ef.verify(rec, "after remount"))
+		if err := r.umountExt4(vctx); err != nil {
+			rec.bad("umount ext4: %v", err)
+			return "ext4: final umount FAILED"
+		}
+		return "ext4: checks done"
+	})
+	dumped := false
+	if rec.isHung() {
+		// Goroutine dumps of the mounts and the server, for the report;
+		// SIGQUIT ends them, so the server is started again.
+		dumped = true
+		r.dumpStacks()
+		if _, err := r.srv.start(90 * time.Second); err != nil {
+			rec.bad("server does not start after the stack dump: %v", err)
 		}
 	}
-	r.detachLoop()
-	if err := r.iscsi.stop(syscall.SIGINT, 60*time.Second); err != nil {
-		rec.bad("iscsi mount: %v", err)
+	if r.ext4Mounted() {
+		rec.note("ext4 still mounted after the checks; detaching it lazily")
+		quiet("umount", "-l", r.ext4)
 	}
-	if err := r.nfs.stop(syscall.SIGINT, 60*time.Second); err != nil {
-		rec.bad("nfs mount: %v", err)
+	r.detachLoop()
+	for _, p := range []*proc{r.iscsi, r.nfs} {
+		if err := p.stop(syscall.SIGINT, 60*time.Second); err != nil && !dumped {
+			rec.bad("%v", err)
+		}
 	}
 	// Everything again from the server's own tree (what a fresh client
 	// sees), and the volume must be the same bytes over all three views.
-	data := filepath.Join(r.srv.data)
-	check(gw.verify(vctx, rec, filepath.Join(data, "soak", "git"), "in the server's tree"))
+	data := r.srv.data
+	bounded("git check in the server's tree", viewNFS, 5*time.Minute, func() string {
+		return gw.verify(vctx, rec, filepath.Join(data, "soak", "git"), "in the server's tree")
+	})
 	check(tw.verify(rec, r.nfsMnt, data, "in the server's tree"))
 	check(sw.verify(vctx, rec, filepath.Join(data, "soak", "sqlite", "soak.db"), "in the server's tree"))
-	check(xw.verify(vctx, rec, data, "in the server's tree"))
+	bounded("xview check in the server's tree", viewS3, 5*time.Minute, func() string { return xw.verify(vctx, rec, data, "in the server's tree") })
 	if nfs2, err := startMount(vctx, r.srv, "nfs mount 2", "nfs://"+r.srv.addr["nfs"]+"/", r.nfsMnt, filepath.Join(root, "mount-nfs2.log"), r.clientNS, "", 0); err != nil {
 		rec.bad("second NFS mount: %v", err)
 	} else {
 		r.nfs = nfs2
-		check(volumeViews(vctx, rec, s3c, filepath.Join(r.nfsMnt, "vols", "lun0"), filepath.Join(data, "vols", "lun0")))
+		bounded("volume over three views", viewNFS, 10*time.Minute, func() string {
+			return volumeViews(vctx, rec, s3c, filepath.Join(r.nfsMnt, "vols", "lun0"), filepath.Join(data, "vols", "lun0"))
+		})
 		if err := nfs2.stop(syscall.SIGINT, 60*time.Second); err != nil {
 			rec.bad("nfs mount 2: %v", err)
 		}
@@ -357,6 +392,7 @@ func runSoak(t *testing.T, st settings) {
 	if err := r.srv.shutdown(); err != nil {
 		rec.bad("server shutdown: %v", err)
 	}
+	sum.Starts = r.srv.starts
 
 	outs := ch.outages()
 	rec.mu.Lock()
@@ -477,6 +513,39 @@ func (r *rig) mountExt4(ctx context.Context) error {
 	return err
 }
 
+func (r *rig) ext4Mounted() bool { return isMounted(r.ext4) }
+
+// dumpStacks sends SIGQUIT to the mounts and the server: each Go process
+// writes all its goroutines to its log (copied next to the summary) and
+// exits.
+func (r *rig) dumpStacks() {
+	var ps []*proc
+	for _, p := range []*proc{r.nfs, r.iscsi} {
+		if p != nil && p.alive() {
+			ps = append(ps, p)
+			p.cmd.Process.Signal(syscall.SIGQUIT)
+		}
+	}
+	if pid := r.srv.pid(); pid != 0 {
+		syscall.Kill(-pid, syscall.SIGCONT)
+		syscall.Kill(pid, syscall.SIGQUIT)
+		r.srv.mu.Lock()
+		exited := r.srv.exited
+		r.srv.mu.Unlock()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			r.srv.kill9()
+		}
+	}
+	for _, p := range ps {
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
 func (r *rig) umountExt4(ctx context.Context) error {
 	if !isMounted(r.ext4) {
 		return nil
@@ -538,7 +607,12 @@ func (r *rig) startLink(bin string, st settings) (serverNS string, err error) {
 func (r *rig) teardown() {
 	t := r.t
 	if isMounted(r.ext4) {
-		if _, err := run(context.Background(), 2*time.Minute, "", nil, "umount", r.ext4); err != nil {
+		if _, err := run(context.Background(), time.Minute, "", nil, "umount", r.ext4); err != nil {
+			// Stuck on a hung iSCSI mount: end the mount (I/O then
+			// fails instead of waiting) and detach.
+			if r.iscsi != nil {
+				r.iscsi.stop(syscall.SIGKILL, 10*time.Second)
+			}
 			quiet("umount", "-l", r.ext4)
 		}
 	}
