@@ -34,6 +34,9 @@ type rpcClient struct {
 	hard    bool              // retry without end (Options.Hard)
 	giveUp  chan struct{}     // closed by GiveUp
 	giveMu  sync.Once
+	// notResponding is set while a hard call has seen an attempt time
+	// out, so "not responding" and "OK" are logged once per outage.
+	notResponding atomic.Bool
 
 	xid atomic.Uint32
 
@@ -220,8 +223,8 @@ func reconnectDelay(n int) time.Duration {
 // with ErrConnLost (dirops.go decides what its re-send means). When an
 // attempt runs out, a soft client (the default) tries again until
 // Retries+1 attempts have failed and then returns ErrTimedOut; a hard one
-// (Options.Hard) tries again without end, logging once that the server is
-// not responding.
+// (Options.Hard) tries again without end; the client logs once per outage
+// that the server is not responding, and once that it is back.
 //
 // ctx cancellation ends the call at any time. An interrupt channel
 // (WithInterrupt) ends it only while it waits for a server that is not
@@ -244,20 +247,18 @@ func (rc *rpcClient) call(ctx context.Context, prog, vers, proc uint32, idempote
 	}
 	intr := interruptOf(ctx)
 	start := time.Now()
-	warned := false
 	for try := 0; ; try++ {
 		r, err, again := rc.attempt(ctx, intr, xid, w.Bytes(), idempotent, try)
 		if !again {
-			if warned && err == nil {
-				slog.Info("nfs: server OK", "server", rc.addr, "after", time.Since(start).Round(time.Millisecond))
+			if err == nil && rc.notResponding.CompareAndSwap(true, false) {
+				slog.Info("nfs: server OK", "server", rc.addr)
 			}
 			return r, err
 		}
 		if !rc.hard && try >= rc.retries {
 			return nil, fmt.Errorf("%w: %s: %d attempts in %v (last: %v)", ErrTimedOut, rc.addr, try+1, time.Since(start).Round(time.Millisecond), err)
 		}
-		if rc.hard && !warned {
-			warned = true
+		if rc.hard && rc.notResponding.CompareAndSwap(false, true) {
 			slog.Warn("nfs: server not responding, still trying", "server", rc.addr, "err", err)
 		}
 	}
