@@ -148,11 +148,42 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		cut.ack()
 		return true
 	}
+	// remove REMOVEs one existing file other than keep; false when the
+	// call failed (the power is out).
+	remove := func(keep string) bool {
+		for n, o := range files {
+			if n != keep && o.acked != absent {
+				rdir := dir
+				if path.Dir(n) == "sub" {
+					rdir = sub
+				}
+				if !call(o, absent, func(ctx context.Context) error { return c.Remove(ctx, rdir, path.Base(n)) }) {
+					return false
+				}
+				o.fh = nil
+				return true
+			}
+		}
+		return true
+	}
 	for i := 0; i < 200; i++ {
 		select {
 		case <-stop:
 			return
 		default:
+		}
+		// Keep a worker's directory small (a soak's checks stay short):
+		// first remove what earlier rounds left beyond 16 files.
+		live := 0
+		for _, o := range files {
+			if o.acked != absent {
+				live++
+			}
+		}
+		for ; live > 16; live-- {
+			if !remove("") {
+				return
+			}
 		}
 		name := fmt.Sprintf("f%d-%d", round, i)
 		f := &nfsFile{keyState: keyState{acked: absent}}
@@ -224,28 +255,9 @@ func nfsWorker(ctx context.Context, c *nfs.Client, w int, seed uint64, round int
 		f.acked, f.pending, f.fh = absent, "", nil
 		g.acked, g.pending = content, ""
 		cut.ack()
-		// REMOVE an older file now and then (always once a worker has
-		// many, so a soak's checks stay short).
-		live := 0
-		for _, o := range files {
-			if o.acked != absent {
-				live++
-			}
-		}
-		if rng.IntN(2) == 0 || live > 24 {
-			for n, o := range files {
-				if n != gname && n != name && o.acked != absent {
-					rdir := dir
-					if path.Dir(n) == "sub" {
-						rdir = sub
-					}
-					if !call(o, absent, func(ctx context.Context) error { return c.Remove(ctx, rdir, path.Base(n)) }) {
-						return
-					}
-					o.fh = nil
-					break
-				}
-			}
+		// REMOVE an older file now and then.
+		if rng.IntN(2) == 0 && !remove(gname) {
+			return
 		}
 	}
 	return
