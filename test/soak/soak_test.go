@@ -147,7 +147,7 @@ func runSoak(t *testing.T, st settings) {
 	t.Logf("soak: %v, seed %d, chaos %v every %v, link %s; load %s", st.dur, st.seed, st.kinds, st.every, sum.Settings["link"], sum.LoadBefore)
 
 	bin := testutil.TristoreBin(ctx, t)
-	root, err := os.MkdirTemp("", "tristore-soak-")
+	root, err := os.MkdirTemp("", "tsoak-") // not tristore-*: a broad cleanup glob of other tests must not reach live mounts
 	if err != nil {
 		t.Fatal(err)
 	}
