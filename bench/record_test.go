@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +35,12 @@ func TestRecordRoundTrip(t *testing.T) {
 				op := Operation{Phase: "put", Op: "put", Size: 1024, Unit: 1024, Threads: workers, Worker: g,
 					Start: time.Duration(i) * time.Millisecond, End: time.Duration(i+1) * time.Millisecond}
 				if i%100 == 0 {
-					op.Err = fmt.Sprintf("boom %d", i)
+					// Error texts may hold anything: quotes, control
+					// characters, non-ASCII, invalid UTF-8.
+					op.Err = fmt.Sprintf("boom %d: \"q\" \\ \n\t\x01 µs <&> \xff", i)
+				}
+				if i == 7 {
+					op.Items = 42
 				}
 				if i%2 == 0 {
 					op.FirstByte = op.Start + time.Microsecond
@@ -71,10 +77,16 @@ func TestRecordRoundTrip(t *testing.T) {
 		if o.Failed() {
 			nerr++
 		}
-		if o.Latency() != time.Millisecond || o.Size != 1024 {
+		if o.Latency() != time.Millisecond || o.Size != 1024 || o.Phase != "put" || o.Op != "put" || o.Threads != workers || o.Unit != 1024 {
 			t.Fatalf("record %+v", o)
 		}
 		i := int(o.Start / time.Millisecond)
+		if (i == 7) != (o.Items == 42) {
+			t.Fatalf("items: %+v", o)
+		}
+		if o.Failed() && !strings.HasPrefix(o.Err, fmt.Sprintf("boom %d: \"q\" \\ \n\t\x01 µs <&> ", i)) {
+			t.Fatalf("error text changed: %q", o.Err)
+		}
 		if (i%2 == 0) != (o.FirstByte != 0) {
 			t.Fatalf("first byte lost: %+v", o)
 		}
@@ -137,5 +149,22 @@ func TestRedact(t *testing.T) {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// BenchmarkAdd is the cost of recording one request on the worker's side
+// plus encoding it (on another goroutine).
+func BenchmarkAdd(b *testing.B) {
+	w, err := Create(filepath.Join(b.TempDir(), "r"), Run{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	op := Operation{Phase: "write", Form: "default", Op: "writeat", Size: 4096, Unit: 4096, Threads: 1, Start: 123456789, End: 123459999}
+	for b.Loop() {
+		op.Start += 1000
+		w.Add(op)
+	}
+	if err := w.Close(nil); err != nil {
+		b.Fatal(err)
 	}
 }
