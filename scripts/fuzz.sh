@@ -6,6 +6,9 @@
 #   scripts/fuzz.sh                      # every target, 30s each
 #   scripts/fuzz.sh 2m ./proto/...       # the targets under proto/, 2 minutes each
 #   FUZZ_MATCH=CDB scripts/fuzz.sh 5m    # only targets whose name contains CDB
+#   FUZZ_LIST=1 scripts/fuzz.sh          # list the targets, run nothing
+#
+# Give each target at least ~10s: go counts the time to replay the corpus.
 #
 # A failure does not stop the run: go writes the failing input to
 # PKG/testdata/fuzz/FuzzX/ (commit it: it becomes a seed that `go test`
@@ -33,6 +36,10 @@ if [ -z "$targets" ]; then
   exit 2
 fi
 n=$(wc -l <<<"$targets")
+if [ -n "${FUZZ_LIST:-}" ]; then
+  echo "$targets"
+  exit 0
+fi
 echo "fuzz.sh: $n targets, $fuzztime each"
 failed=()
 while read -r dir name; do
