@@ -31,7 +31,8 @@
 //	partial, error  true and the first error if the run did not finish
 //	phases          per step of the suite: name (= the records' phase), form,
 //	                unit, threads, start_ns/end_ns, ops, errors,
-//	                payload_bytes, and wire bytes both ways if a link was used
+//	                payload_bytes, client CPU seconds (cpu_user_s,
+//	                cpu_sys_s), and wire bytes both ways if a link was used
 //	ops, errors     number of Operation records and how many have err set
 //	cpu_user_s, cpu_sys_s   client CPU used by the whole process during the run
 //	workdir         the directory / key prefix the run used on the target
@@ -54,8 +55,10 @@
 //	worker         which of them (0 … threads-1) issued the request
 //	start_ns       request start, nanoseconds since run.json's start
 //	end_ns         request end (last byte received or acknowledged)
-//	first_byte_ns  when the first payload byte arrived (reads/gets only;
-//	               absent when not measured)
+//	first_byte_ns  when the first payload arrived (whole-file reads only;
+//	               absent when not measured): S3, the first bytes of the
+//	               body; NFS, the first READ reply (up to rsize); POSIX, the
+//	               first read(2) of up to 1 MiB; iSCSI does not measure it
 //	items          names a list request returned (metadata suite); absent
 //	               for other requests
 //	err            the error text; absent when the request succeeded
@@ -163,6 +166,10 @@ type Phase struct {
 	Payload int64         `json:"payload_bytes,omitempty"`
 	WireUp  int64         `json:"wire_up_bytes,omitempty"`
 	WireDn  int64         `json:"wire_down_bytes,omitempty"`
+	// CPUUser and CPUSys are the client process's CPU seconds during the
+	// step (seed 001's and 004's client CPU use).
+	CPUUser float64 `json:"cpu_user_s"`
+	CPUSys  float64 `json:"cpu_sys_s"`
 }
 
 // Run is the metadata of one run (run.json).

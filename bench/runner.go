@@ -181,6 +181,7 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 	if r.cfg.Wire != nil {
 		up0, dn0 = r.cfg.Wire()
 	}
+	cu0, cs0 := CPUTimes()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range s.Threads {
@@ -226,8 +227,9 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 	}
 	wg.Wait()
 	end := time.Now()
+	cu1, cs1 := CPUTimes()
 	ph := Phase{Name: s.Phase, Form: s.Form, Unit: s.Unit, Threads: s.Threads, Start: r.W.Since(start), End: r.W.Since(end),
-		Ops: nops.Load(), Errors: nerr.Load(), Payload: payload.Load()}
+		Ops: nops.Load(), Errors: nerr.Load(), Payload: payload.Load(), CPUUser: cu1 - cu0, CPUSys: cs1 - cs0}
 	if r.cfg.Wire != nil {
 		up1, dn1 := r.cfg.Wire()
 		ph.WireUp, ph.WireDn = up1-up0, dn1-dn0

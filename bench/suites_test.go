@@ -203,7 +203,9 @@ func TestNetworkPreset(t *testing.T) {
 	if run.Network != "lan" || run.Params.Extra["network_emulation"] == "" || len(ops) != 12 {
 		t.Fatalf("run: %+v", run)
 	}
+	cpu := 0.0
 	for _, ph := range run.Phases {
+		cpu += ph.CPUUser + ph.CPUSys
 		switch ph.Name {
 		case "write":
 			if ph.WireUp < ph.Payload || ph.Payload != 2*ph.Unit {
@@ -214,5 +216,10 @@ func TestNetworkPreset(t *testing.T) {
 				t.Fatalf("read step: %+v", ph)
 			}
 		}
+	}
+	// The client's CPU time is recorded per step (each may round to 0 on
+	// a tick-accounting kernel, all of them together not).
+	if cpu <= 0 || run.CPUUser+run.CPUSys < cpu*0.99 {
+		t.Fatalf("client CPU: steps %.4f s, run %.4f+%.4f s", cpu, run.CPUUser, run.CPUSys)
 	}
 }
