@@ -183,3 +183,14 @@ func TestInterruptedRun(t *testing.T) {
 		t.Fatalf("left behind: %v", ents)
 	}
 }
+
+// TestUnitsSizesAnyOrder: --sizes need not be sorted (the buffer is sized
+// by the largest unit).
+func TestUnitsSizesAnyOrder(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "res")
+	run, err := bench.Execute(context.Background(), bench.Config{Suite: "units", Target: t.TempDir(), Forms: []string{"default"},
+		Sizes: []int64{256 << 10, 4 << 10}, FileSize: 256 << 10, Out: out})
+	if err != nil || run.Ops != 64+1+64+1+1+1 {
+		t.Fatalf("%+v %v", run, err)
+	}
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -49,7 +50,7 @@ func runUnits(ctx context.Context, r *Runner) error {
 			return fmt.Errorf("units: unit %d does not divide the %d-byte file", u, file)
 		}
 	}
-	buf := AlignedBuffer(int(min(file, r.P.Sizes[len(r.P.Sizes)-1])))
+	buf := AlignedBuffer(int(min(file, slices.Max(r.P.Sizes))))
 	Fill(buf, 7)
 	skipped := map[string]string{}
 	for _, form := range r.Forms {
