@@ -194,3 +194,33 @@ func TestUnitsSizesAnyOrder(t *testing.T) {
 		t.Fatalf("%+v %v", run, err)
 	}
 }
+
+// panicking is a driver with a bug: its Get panics.
+type panicking struct{ bench.Driver }
+
+func (p panicking) Get(ctx context.Context, name string, buf []byte) (int, time.Time, error) {
+	panic("driver bug")
+}
+
+// TestDriverPanic: a panic in a driver ends the run with an error and
+// partial results, and the run's files are still removed.
+func TestDriverPanic(t *testing.T) {
+	root := t.TempDir()
+	p, err := bench.OpenPOSIX(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "res")
+	_, err = bench.Execute(context.Background(), bench.Config{Suite: "single", Target: root, Driver: panicking{p}, Scale: 0.001, Out: out})
+	if err == nil || !strings.Contains(err.Error(), "driver bug") || !strings.Contains(err.Error(), "phase read") {
+		t.Fatalf("error: %v", err)
+	}
+	// The request that panicked is recorded as failed.
+	run, ops, err := bench.ReadRun(out)
+	if err != nil || !run.Partial || run.Errors != 1 || len(ops) != 2 || ops[1].Err != "panic: driver bug" {
+		t.Fatalf("%+v %+v %v", run, ops, err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}

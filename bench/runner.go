@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -194,7 +195,7 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 					return
 				}
 				t0 := time.Now()
-				n, first, err := fn(ctx, w, i)
+				n, first, err, bug := safeCall(ctx, fn, w, i)
 				t1 := time.Now()
 				op := Operation{Phase: s.Phase, Form: s.Form, Op: s.Op, Size: n, Unit: s.Unit, Threads: s.Threads, Worker: w,
 					Start: r.W.Since(t0), End: r.W.Since(t1)}
@@ -210,6 +211,10 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 					op.Err = err.Error()
 					nerr.Add(1)
 					r.W.Add(op)
+					if bug != nil {
+						cancel(bug)
+						return
+					}
 					if ctx.Err() != nil {
 						return // the step is over: in flight when it was stopped
 					}
@@ -247,6 +252,20 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 		return fmt.Errorf("phase %s on %s: %w", name, r.D.Target(), err)
 	}
 	return nil
+}
+
+// safeCall runs one request; a panic in it (a bug in a driver or suite)
+// becomes the request's error and bug, which ends the step and the run with
+// saved, partial results instead of ending the process.
+func safeCall(ctx context.Context, fn ReqFunc, w, i int) (n int64, first time.Time, err, bug error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+			bug = fmt.Errorf("internal error in worker %d: %v\n%s", w, v, debug.Stack())
+		}
+	}()
+	n, first, err = fn(ctx, w, i)
+	return n, first, err, nil
 }
 
 // Setup runs a preparatory call (not a measured request) and names the
@@ -334,7 +353,12 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	var link *Link // closed after the cleanup, which goes through it
 	openTarget := cfg.Target
-	runErr := func() error {
+	runErr := func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("internal error: %v\n%s", v, debug.Stack())
+			}
+		}()
 		counting := s.NeedsWire && cfg.Network == "" && protocolOf(cfg.Target) != "posix"
 		if (cfg.Network != "" || counting) && cfg.Wire == nil && cfg.Driver == nil {
 			l, hostport, err := StartLink(ctx, cfg.Target, cfg.Network)
