@@ -9,10 +9,12 @@ import (
 // 4 KiB × 10240, 64 KiB × 640 or 1 MiB × 40 files, uploaded and downloaded
 // by one client. Transmission efficiency = payload ÷ bytes on the wire,
 // per phase from run.json's phases (payload_bytes ÷ (wire_up_bytes +
-// wire_down_bytes)). A network target is run through a counting link
-// (netem proxy without shaping) when --network is not given; it counts TCP
-// payload, so protocol headers are in and TCP/IP headers are not. A POSIX
-// target has no wire: its records say so (params.extra).
+// wire_down_bytes)). A network target is run through a counting link (no
+// shaping) when --network is not given: as root a netns link, which counts
+// IP packets (TCP/IP headers and ACKs in, as the seed's packet capture),
+// else a proxy, which counts TCP payload (protocol headers in, TCP/IP
+// headers out). A POSIX target has no wire: its records say so
+// (params.extra).
 //
 // Records: phases put, get, delete; unit = the file size; threads 1.
 func init() {

@@ -70,9 +70,11 @@ type Config struct {
 	Count   int
 	// FileSize, when set, replaces the units suite's file size.
 	FileSize int64
-	// Network is the emulated-link preset the caller set up ("" for none),
-	// recorded in run.json.
+	// Network is an emulated-link preset to run across ("" for none),
+	// recorded in run.json; Link is the kind of link (auto, netns, proxy:
+	// see Link).
 	Network string
+	Link    string
 	// Out is the results directory to create.
 	Out string
 	// MaxConsecutiveErrors ends a step after this many failed requests in a
@@ -361,7 +363,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		}()
 		counting := s.NeedsWire && cfg.Network == "" && protocolOf(cfg.Target) != "posix"
 		if (cfg.Network != "" || counting) && cfg.Wire == nil && cfg.Driver == nil {
-			l, hostport, err := StartLink(ctx, cfg.Target, cfg.Network)
+			l, hostport, err := StartLink(ctx, cfg.Target, cfg.Network, cfg.Link)
 			if err != nil {
 				return fmt.Errorf("phase network: %w", err)
 			}
@@ -376,7 +378,8 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 				if run.Params.Extra == nil {
 					run.Params.Extra = map[string]string{}
 				}
-				run.Params.Extra["network_emulation"] = "netem proxy on 127.0.0.1 in front of " + hostport + "; wire bytes are TCP payload; " + link.Note
+				run.Params.Extra["network_emulation"] = l.Kind + " link in front of " + hostport + ": " + l.Note
+				run.Params.Extra["link"] = l.Kind
 			})
 		}
 		d := cfg.Driver

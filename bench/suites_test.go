@@ -11,6 +11,7 @@ import (
 
 	"github.com/tristore/tristore/bench"
 	"github.com/tristore/tristore/bench/drivertest"
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // targets are the loopback targets every suite runs against.
@@ -194,15 +195,36 @@ func TestSuiteObjects(t *testing.T) {
 	}
 }
 
-// TestNetworkPreset: --network puts the netem proxy between client and
-// target; every step records the bytes that crossed it, and a write step
-// carried at least its payload up.
+// TestNetworkPreset: --network puts an emulated link between client and
+// target (a netem proxy, and as root a netns link with real loss); every
+// step records the bytes that crossed it, at least its payload in the
+// step's direction, and the client's CPU time. The iSCSI case goes through
+// the portal rewrite (the initiator takes no dialer).
 func TestNetworkPreset(t *testing.T) {
 	s := server(t)
-	run, ops := execute(t, bench.Config{Suite: "single", Target: s.S3, Network: "lan", Sizes: []int64{64 << 10, 256 << 10}, Count: 2})
-	if run.Network != "lan" || run.Params.Extra["network_emulation"] == "" || len(ops) != 12 {
-		t.Fatalf("run: %+v", run)
+	for _, c := range []struct{ link, preset, proto, target string }{
+		{"proxy", "lan", "s3", s.S3},
+		{"proxy", "lan", "iscsi", s.ISCSI},
+		{"netns", "realistic", "s3", s.S3},
+		{"netns", "realistic", "iscsi", s.ISCSI},
+	} {
+		t.Run(c.link+"-"+c.proto, func(t *testing.T) {
+			if c.link == "netns" {
+				testutil.NeedRoot(t, "a netns link")
+				testutil.NeedTUN(t)
+			}
+			run, ops := execute(t, bench.Config{Suite: "single", Target: c.target, Network: c.preset, Link: c.link,
+				Sizes: []int64{64 << 10, 256 << 10}, Count: 2})
+			if run.Network != c.preset || run.Params.Extra["link"] != c.link || len(ops) != 12 {
+				t.Fatalf("run: %+v", run)
+			}
+			checkWire(t, run)
+		})
 	}
+}
+
+func checkWire(t *testing.T, run *bench.Run) {
+	t.Helper()
 	cpu := 0.0
 	for _, ph := range run.Phases {
 		cpu += ph.CPUUser + ph.CPUSys

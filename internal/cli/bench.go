@@ -66,7 +66,8 @@ Whatever the run created on the target is removed in every case.`,
 	fs.Int("count", 0, "replace the suite's file/object count per step")
 	fs.String("file-size", "", "units: replace the file size (e.g. 128MiB; a multiple of every unit)")
 	fs.Int("max-errors", 10, "end a step after this many failed requests in a row")
-	fs.String("network", "", "put an emulated link in front of the target: "+strings.Join(netem.PresetNames(), ", ")+" (no-root TCP proxy: rate, delay, jitter; no loss)")
+	fs.String("network", "", "run across an emulated link with this preset: "+strings.Join(netem.PresetNames(), ", "))
+	fs.String("link", "auto", "kind of link for --network: netns (root: two network namespaces, real loss, IP packet counters), proxy (no root: TCP proxy, rate/delay/jitter, no loss), auto (netns when possible)")
 	fs.Duration("timeout", 30*time.Second, "connect timeout and longest silence of one request")
 	fs.String("access-key", "", "S3 access key (else the URL's user info, AWS_ACCESS_KEY_ID or TRISTORE_ACCESS_KEY)")
 	fs.String("secret-key", "", "S3 secret key (else the URL, AWS_SECRET_ACCESS_KEY or TRISTORE_SECRET_KEY)")
@@ -87,7 +88,7 @@ func runBench(cmd *cobra.Command, args []string) error {
 	}
 	c := bench.Config{
 		Suite: suite, Target: target, Scale: cfg.GetFloat64("scale"), Count: cfg.GetInt("count"),
-		Network: cfg.GetString("network"), MaxConsecutiveErrors: cfg.GetInt("max-errors"),
+		Network: cfg.GetString("network"), Link: cfg.GetString("link"), MaxConsecutiveErrors: cfg.GetInt("max-errors"),
 		Options: bench.Options{AccessKey: cfg.GetString("access-key"), SecretKey: cfg.GetString("secret-key"),
 			Region: cfg.GetString("region"), CHAPUser: cfg.GetString("chap-user"), CHAPSecret: cfg.GetString("chap-secret"),
 			Timeout: cfg.GetDuration("timeout")},
@@ -154,7 +155,7 @@ func runBench(cmd *cobra.Command, args []string) error {
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "%s on %s (%s), scale %g", run.Suite, run.Target, run.Protocol, run.Scale)
 		if run.Network != "" {
-			fmt.Fprintf(w, ", network %s", run.Network)
+			fmt.Fprintf(w, ", network %s (%s link)", run.Network, run.Params.Extra["link"])
 		}
 		fmt.Fprintf(w, ": %d requests, %d failed, %s\n", run.Ops, run.Errors, run.End.Sub(run.Start).Round(time.Millisecond))
 		if err := bench.WriteTable(w, rows); err != nil {
