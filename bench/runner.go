@@ -86,6 +86,7 @@ type Config struct {
 	Progress func(Progress)
 	// Driver, when set, is used instead of opening Target (which then only
 	// names it): a driver the caller built, wrapped or instrumented.
+	// Execute closes it at the end, as it would its own.
 	Driver Driver
 	// Wire, when set, returns the bytes an emulated link carried so far in
 	// each direction; every step records the difference.
