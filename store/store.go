@@ -75,6 +75,10 @@ type ObjectMeta struct {
 	// ACL is an opaque access-control document kept for the front end (e.g. a canned ACL name).
 	ACL   string
 	Owner string
+	// Tags are the object's S3 tags (key -> value). The front end enforces
+	// S3's limits (10 tags, key <= 128 and value <= 256 characters); the
+	// store keeps them with the rest of the metadata, as durably.
+	Tags map[string]string
 }
 
 // PartInfo describes one part of a multipart upload (or of a completed multipart object).
@@ -102,8 +106,11 @@ type ObjectInfo struct {
 // ListOptions selects keys for List. Keys come back in S3 order (byte-wise
 // lexicographic order of the UTF-8 key).
 type ListOptions struct {
-	Prefix    string
-	Delimiter string // "" or "/" (other delimiters may return ErrNotSupported)
+	Prefix string
+	// Delimiter groups keys into CommonPrefixes: any non-empty string, as
+	// in S3 (the first occurrence after Prefix ends the group). A backend
+	// that cannot group by some delimiter returns ErrNotSupported.
+	Delimiter string
 	// After: only keys (and common prefixes) strictly greater than this are returned.
 	After string
 	Limit int // maximum number of Objects+CommonPrefixes; <=0 means 1000

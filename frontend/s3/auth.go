@@ -18,6 +18,10 @@ var objectACLActions = map[string]bool{
 	"s3:GetObject":    true,
 	"s3:GetObjectAcl": true,
 	"s3:PutObjectAcl": true,
+	// An object's owner may read and change its tags (authz: object owner).
+	"s3:GetObjectTagging":    true,
+	"s3:PutObjectTagging":    true,
+	"s3:DeleteObjectTagging": true,
 }
 
 // authorize decides whether rc's identity may do action on bucket/key.

@@ -70,6 +70,16 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if directive != "" && directive != "COPY" && directive != "REPLACE" {
 		return ErrInvalidArgument.withMessage("Unknown metadata directive.")
 	}
+	tagDirective := strings.ToUpper(r.Header.Get("X-Amz-Tagging-Directive"))
+	if tagDirective != "" && tagDirective != "COPY" && tagDirective != "REPLACE" {
+		return ErrInvalidArgument.withMessage("Unknown tagging directive.")
+	}
+	var newTags map[string]string
+	if tagDirective == "REPLACE" {
+		if newTags, err = tagsFromHeader(r.Header); err != nil {
+			return err
+		}
+	}
 	rd, oi, err := s.st.Get(ctx, sb, sk, 0, -1)
 	if err != nil {
 		return err
@@ -97,6 +107,12 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		}
 	}
 	meta.Checksums = oi.Meta.Checksums // same bytes, same checksums
+	// Tags follow x-amz-tagging-directive, independently of the metadata
+	// directive: COPY (the default) keeps the source's tags.
+	meta.Tags = oi.Meta.Tags
+	if tagDirective == "REPLACE" {
+		meta.Tags = newTags
+	}
 	var res store.ObjectInfo
 	if sb == rc.bucket && sk == rc.key {
 		if directive != "REPLACE" {

@@ -145,6 +145,9 @@ func setObjectHeaders(h http.Header, oi store.ObjectInfo, withChecksums bool) {
 	if len(oi.Parts) > 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(len(oi.Parts)))
 	}
+	if len(oi.Meta.Tags) > 0 {
+		h.Set("X-Amz-Tagging-Count", strconv.Itoa(len(oi.Meta.Tags)))
+	}
 	if withChecksums {
 		for alg, v := range oi.Meta.Checksums {
 			h.Set("X-Amz-Checksum-"+strings.ToLower(alg), v)

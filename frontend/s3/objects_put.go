@@ -67,6 +67,11 @@ func (s *Server) metaFromRequest(h http.Header, rc *reqCtx) (store.ObjectMeta, e
 			m.ACL = acl
 		}
 	}
+	tags, err := tagsFromHeader(h)
+	if err != nil {
+		return m, err
+	}
+	m.Tags = tags
 	return m, nil
 }
 
@@ -165,7 +170,7 @@ func echoTrailerChecksums(h http.Header, r *http.Request) {
 // client asking for encryption or a retention lock must not believe it
 // got one.
 var unsupportedHeaders = []string{
-	"x-amz-server-side-encryption", "x-amz-tagging", "x-amz-object-lock-",
+	"x-amz-server-side-encryption", "x-amz-object-lock-",
 	"x-amz-website-redirect-location",
 }
 

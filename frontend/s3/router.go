@@ -81,7 +81,7 @@ func validBucketName(b string) bool {
 // Sub-resources we do not implement: answered with NotImplemented instead
 // of being mistaken for a plain GET/PUT of the bucket or object.
 var unsupportedSub = []string{
-	"cors", "lifecycle", "website", "tagging", "encryption", "replication",
+	"cors", "lifecycle", "website", "encryption", "replication",
 	"logging", "notification", "object-lock", "legal-hold", "retention",
 	"accelerate", "requestPayment", "inventory", "analytics", "metrics",
 	"intelligent-tiering", "ownershipControls", "publicAccessBlock", "torrent",
@@ -92,6 +92,9 @@ func hasQ(r *http.Request, k string) bool { _, ok := r.URL.Query()[k]; return ok
 
 func route(r *http.Request, bucket, key string) (*operation, error) {
 	q := r.URL.Query()
+	if op := routeUnset(r, bucket, key); op != nil {
+		return op, nil
+	}
 	for _, sub := range unsupportedSub {
 		if sub == "versionId" && q.Get(sub) == "null" {
 			continue // the one version of an unversioned object
@@ -118,6 +121,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 				return opGetBucketPolicy, nil
 			case hasQ(r, "versioning"):
 				return opGetBucketVersioning, nil
+			case hasQ(r, "tagging"):
+				return opGetBucketTagging, nil
 			case hasQ(r, "uploads"):
 				return opListMultipartUploads, nil
 			case hasQ(r, "versions"):
@@ -134,6 +139,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 				return opPutBucketACL, nil
 			case hasQ(r, "policy"):
 				return opPutBucketPolicy, nil
+			case hasQ(r, "tagging"):
+				return opPutBucketTagging, nil
 			case hasQ(r, "versioning"):
 				return &operation{name: "PutBucketVersioning"}, ErrNotImplemented.withMessage("versioning is not supported")
 			}
@@ -141,6 +148,9 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 		case http.MethodDelete:
 			if hasQ(r, "policy") {
 				return opDeleteBucketPolicy, nil
+			}
+			if hasQ(r, "tagging") {
+				return opDeleteBucketTagging, nil
 			}
 			return opDeleteBucket, nil
 		case http.MethodPost:
@@ -154,6 +164,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 			switch {
 			case hasQ(r, "acl"):
 				return opGetObjectACL, nil
+			case hasQ(r, "tagging"):
+				return opGetObjectTagging, nil
 			case hasQ(r, "uploadId"):
 				return opListParts, nil
 			}
@@ -164,6 +176,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 			switch {
 			case hasQ(r, "acl"):
 				return opPutObjectACL, nil
+			case hasQ(r, "tagging"):
+				return opPutObjectTagging, nil
 			case hasQ(r, "uploadId") || hasQ(r, "partNumber"):
 				if r.Header.Get("X-Amz-Copy-Source") != "" {
 					return opUploadPartCopy, nil
@@ -183,6 +197,9 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 		case http.MethodDelete:
 			if hasQ(r, "uploadId") {
 				return opAbortMultipartUpload, nil
+			}
+			if hasQ(r, "tagging") {
+				return opDeleteObjectTagging, nil
 			}
 			return opDeleteObject, nil
 		}

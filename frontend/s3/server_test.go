@@ -418,7 +418,8 @@ func TestCopyAndACL(t *testing.T) {
 	if g := ts.do(t, "GET", "/cbk/src?acl", nil, nil); !bytes.Contains(g.body, []byte(allUsersURI)) {
 		t.Fatalf("object ACL: %s", g.body)
 	}
-	wantErr(t, ts.do(t, "GET", "/cbk?cors", nil, nil), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "GET", "/cbk?cors", nil, nil), 404, "NoSuchCORSConfiguration")
+	wantErr(t, ts.do(t, "PUT", "/cbk?cors", []byte("<CORSConfiguration/>"), nil), 501, "NotImplemented")
 	wantErr(t, ts.do(t, "PUT", "/cbk/enc", []byte("x"), map[string]string{"X-Amz-Server-Side-Encryption": "aws:kms"}), 501, "NotImplemented")
 	wantErr(t, ts.do(t, "GET", "/cbk/enc", nil, nil), 404, "NoSuchKey")
 }

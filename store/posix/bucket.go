@@ -198,10 +198,18 @@ func (b *Backend) SetBucketConfig(ctx context.Context, bucket, name, value strin
 	p := b.bucketPath(bucket)
 	file := filepath.Join(b.bucketSysDir(bucket), "cfg-"+name)
 	if value == "" {
+		// A delete is as durable as a set: a removed tag set or policy
+		// must not come back after a power cut.
 		if b.useXattr {
-			unix.Removexattr(p, cfgXattrPfx+name)
+			if err := unix.Removexattr(p, cfgXattrPfx+name); err == nil {
+				if err := fsyncDir(p); err != nil {
+					return err
+				}
+			}
 		}
-		os.Remove(file)
+		if err := os.Remove(file); err == nil {
+			return fsyncDir(filepath.Dir(file))
+		}
 		return nil
 	}
 	if b.useXattr {

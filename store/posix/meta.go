@@ -33,6 +33,7 @@ type record struct {
 	Sums    map[string]string `json:"cs,omitempty"`
 	ACL     string            `json:"acl,omitempty"`
 	Owner   string            `json:"own,omitempty"`
+	Tags    map[string]string `json:"tg,omitempty"`
 	Parts   []partRec         `json:"parts,omitempty"`
 }
 
@@ -43,7 +44,7 @@ type partRec struct {
 }
 
 func (r *record) setMeta(m store.ObjectMeta) {
-	r.CT, r.User, r.Headers, r.Sums, r.ACL, r.Owner = m.ContentType, m.UserMeta, m.Headers, m.Checksums, m.ACL, m.Owner
+	r.CT, r.User, r.Headers, r.Sums, r.ACL, r.Owner, r.Tags = m.ContentType, m.UserMeta, m.Headers, m.Checksums, m.ACL, m.Owner, m.Tags
 }
 
 func (r *record) meta() store.ObjectMeta {
@@ -51,7 +52,7 @@ func (r *record) meta() store.ObjectMeta {
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	return store.ObjectMeta{ContentType: ct, UserMeta: r.User, Headers: r.Headers, Checksums: r.Sums, ACL: r.ACL, Owner: r.Owner}
+	return store.ObjectMeta{ContentType: ct, UserMeta: r.User, Headers: r.Headers, Checksums: r.Sums, ACL: r.ACL, Owner: r.Owner, Tags: r.Tags}
 }
 
 func (r *record) info(bucket, key string, st *unix.Stat_t) store.ObjectInfo {

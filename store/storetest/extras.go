@@ -20,7 +20,7 @@ func testMetaUpdater(t *testing.T, newStore func(*testing.T) store.Store) {
 	}
 	data := pattern(5, 777)
 	orig := put(t, s, ctx, "bkt", "m/obj", data)
-	nm := store.ObjectMeta{ContentType: "image/png", UserMeta: map[string]string{"k": "v"}, ACL: "private", Owner: "o2"}
+	nm := store.ObjectMeta{ContentType: "image/png", UserMeta: map[string]string{"k": "v"}, ACL: "private", Owner: "o2", Tags: map[string]string{"t": "1"}}
 	oi, err := mu.UpdateMeta(ctx, "bkt", "m/obj", nm)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func testMultipart(t *testing.T, newStore func(*testing.T) store.Store) {
 	if !ok {
 		t.Skip("store does not implement store.Multiparter")
 	}
-	meta := store.ObjectMeta{ContentType: "video/mp4", UserMeta: map[string]string{"a": "b"}}
+	meta := store.ObjectMeta{ContentType: "video/mp4", UserMeta: map[string]string{"a": "b"}, Tags: map[string]string{"mp": "yes"}}
 	id, err := mp.CreateMultipart(ctx, "bkt", "big/file", meta)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func testPutGet(t *testing.T, newStore func(*testing.T) store.Store) {
 		Checksums:   map[string]string{"CRC32C": "AAAAAA=="},
 		ACL:         "public-read",
 		Owner:       "owner1",
+		Tags:        map[string]string{"project": "blue", "note": "a b/c@d", "empty": ""},
 	}
 	before := time.Now().Add(-2 * time.Second)
 	oi, err := s.Put(ctx, "bkt", "dir/sub/obj.bin", bytes.NewReader(data), int64(len(data)), meta)
@@ -82,7 +83,7 @@ func checkMeta(t *testing.T, what string, oi store.ObjectInfo, want store.Object
 	if m.ContentType != want.ContentType || m.ACL != want.ACL || m.Owner != want.Owner {
 		t.Fatalf("%s meta %+v, want %+v", what, m, want)
 	}
-	for _, pair := range []struct{ got, want map[string]string }{{m.UserMeta, want.UserMeta}, {m.Headers, want.Headers}, {m.Checksums, want.Checksums}} {
+	for _, pair := range []struct{ got, want map[string]string }{{m.UserMeta, want.UserMeta}, {m.Headers, want.Headers}, {m.Checksums, want.Checksums}, {m.Tags, want.Tags}} {
 		if len(pair.got) != len(pair.want) {
 			t.Fatalf("%s meta %+v, want %+v", what, m, want)
 		}

@@ -24,6 +24,11 @@ const (
 	ActionPutObjectAcl               = "s3:PutObjectAcl"
 	ActionAbortMultipartUpload       = "s3:AbortMultipartUpload"
 	ActionListMultipartUploadParts   = "s3:ListMultipartUploadParts"
+	ActionGetObjectTagging           = "s3:GetObjectTagging"
+	ActionPutObjectTagging           = "s3:PutObjectTagging"
+	ActionDeleteObjectTagging        = "s3:DeleteObjectTagging"
+	ActionGetBucketTagging           = "s3:GetBucketTagging"
+	ActionPutBucketTagging           = "s3:PutBucketTagging"
 )
 
 // Actions lists every action above.
@@ -33,6 +38,8 @@ var Actions = []string{
 	ActionGetBucketPolicy, ActionPutBucketPolicy, ActionDeleteBucketPolicy, ActionGetObject,
 	ActionPutObject, ActionDeleteObject, ActionGetObjectAcl, ActionPutObjectAcl,
 	ActionAbortMultipartUpload, ActionListMultipartUploadParts,
+	ActionGetObjectTagging, ActionPutObjectTagging, ActionDeleteObjectTagging,
+	ActionGetBucketTagging, ActionPutBucketTagging,
 }
 
 // objectActions act on arn:aws:s3:::bucket/key; every other action acts on
@@ -41,6 +48,7 @@ var objectActions = map[string]bool{
 	ActionGetObject: true, ActionPutObject: true, ActionDeleteObject: true,
 	ActionGetObjectAcl: true, ActionPutObjectAcl: true,
 	ActionAbortMultipartUpload: true, ActionListMultipartUploadParts: true,
+	ActionGetObjectTagging: true, ActionPutObjectTagging: true, ActionDeleteObjectTagging: true,
 }
 
 // IsObjectAction reports whether action applies to objects (resource
