@@ -68,7 +68,6 @@ var (
 	ErrIllegalCopy           = &APIError{"InvalidRequest", http.StatusBadRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."}
 	ErrMaxMessageLength      = &APIError{"MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big."}
 	ErrInvalidToken          = &APIError{"InvalidArgument", http.StatusBadRequest, "The continuation token provided is incorrect."}
-	ErrUnsupportedDelimiter  = &APIError{"NotImplemented", http.StatusNotImplemented, "This store supports only \"/\" as a listing delimiter."}
 	ErrMetadataTooLarge      = &APIError{"MetadataTooLarge", http.StatusBadRequest, "Your metadata headers exceed the maximum allowed metadata size."}
 	ErrSignatureDoesNotMatch = &APIError{"SignatureDoesNotMatch", http.StatusForbidden, "The request signature we calculated does not match the signature you provided."}
 	ErrInvalidAccessKeyID    = &APIError{"InvalidAccessKeyId", http.StatusForbidden, "The AWS Access Key Id you provided does not exist in our records."}

@@ -121,9 +121,8 @@ func (s *Server) list(r *http.Request, bucket string, p listParams, after string
 		}
 		return store.ListResult{}, nil
 	}
-	if p.delimiter != "" && p.delimiter != "/" {
-		return store.ListResult{}, ErrUnsupportedDelimiter
-	}
+	// Any delimiter, as S3: the store groups keys by it (a store that
+	// cannot answers ErrNotSupported, which is 501 NotImplemented).
 	return s.st.List(r.Context(), bucket, store.ListOptions{Prefix: p.prefix, Delimiter: p.delimiter, After: after, Limit: p.maxKeys})
 }
 
