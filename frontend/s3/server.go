@@ -177,6 +177,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.hs = append(s.hs, hs)
 	s.mu.Unlock()
 
+	// Below TLS: see httperr.go for what this catches and what it cannot.
+	ln = xmlErrListener{Listener: ln, s: s}
 	if s.opts.TLS != nil {
 		hs.TLSConfig = s.opts.TLS.Clone()
 		ln = tls.NewListener(ln, hs.TLSConfig)
@@ -256,13 +258,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 		ae = writeError(cw, r, rc, err)
-		if ae.Status >= 500 {
+		if serverFault(ae, err) {
 			s.log.Error("request failed", "op", rc.opName(), "bucket", rc.bucket, "key", rc.key, "code", ae.Code, "err", err, "id", rc.id)
 		} else {
 			s.log.Debug("request refused", "op", rc.opName(), "bucket", rc.bucket, "key", rc.key, "code", ae.Code, "err", err, "id", rc.id)
 		}
 	}
 	s.met.observe(rc.opName(), cw.status(), ae, rc.bytesIn, cw.n, time.Since(start))
+}
+
+// serverFault tells the errors worth an ERROR line (the server failed)
+// from those that are the client's doing or a documented refusal, which
+// are logged at DEBUG: every 4xx, 501 NotImplemented (a feature the
+// client asked for that tristore does not have) and 503 for a request the
+// client cancelled. One `s3cmd info` used to log four ERROR lines.
+func serverFault(ae *APIError, err error) bool {
+	switch {
+	case ae.Status < 500, ae.Status == http.StatusNotImplemented:
+		return false
+	case errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
 }
 
 func (rc *reqCtx) opName() string {

@@ -37,8 +37,13 @@ type testServer struct {
 
 func newTestServer(t testing.TB) *testServer {
 	t.Helper()
+	return newTestServerLog(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// newTestServerLog is newTestServer with the server logging to log.
+func newTestServerLog(t testing.TB, log *slog.Logger) *testServer {
+	t.Helper()
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := posix.Open(dir, posix.Options{Log: log})
 	if err != nil {
 		t.Fatal(err)
