@@ -88,6 +88,10 @@ func (c *xmlErrConn) CloseWrite() error {
 // parseNetHTTPError recognises one of net/http's own plain-text error
 // answers and returns its status and text.
 func parseNetHTTPError(p []byte) (status int, detail string, ok bool) {
+	// Cheap first test: most writes are body bytes or handler responses.
+	if len(p) < 16 || !bytes.HasPrefix(p, []byte("HTTP/1.")) || p[9] != '4' && p[9] != '5' {
+		return 0, "", false
+	}
 	if bytes.Equal(p, []byte(plainHTTPSError)) {
 		return http.StatusBadRequest, "Client sent an HTTP request to an HTTPS server.", true
 	}
