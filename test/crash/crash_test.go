@@ -10,20 +10,17 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,115 +57,27 @@ func tristoreBin(t *testing.T) string {
 
 func TestMain(m *testing.M) { testutil.Main(m) }
 
-// server is one running `tristore serve`.
+// server is one running `tristore serve` (S3 only).
 type server struct {
-	cmd    *exec.Cmd
+	*testutil.Served
 	s3addr string
-	done   chan struct{}
-	stderr *bytes.Buffer
-}
-
-// offFlags returns "--<proto>-addr off" for every protocol address flag
-// `serve` has besides s3 (front ends are added over time).
-func offFlags(t *testing.T, bin string) []string {
-	out, err := exec.Command(bin, "serve", "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("tristore serve --help: %v\n%s", err, out)
-	}
-	var args []string
-	for _, m := range regexp.MustCompile(`--([a-z0-9]+)-addr\b`).FindAllStringSubmatch(string(out), -1) {
-		if m[1] != "s3" && !containsFlag(args, m[0]) {
-			args = append(args, m[0], "off")
-		}
-	}
-	return args
-}
-
-func containsFlag(args []string, f string) bool {
-	for _, a := range args {
-		if a == f {
-			return true
-		}
-	}
-	return false
 }
 
 func startServer(t *testing.T, bin, data string) *server {
 	t.Helper()
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	args := append([]string{"serve", "--data", data, "--s3-addr", "127.0.0.1:0", "--ready-file", ready}, offFlags(t, bin)...)
-	cmd := exec.Command(bin, args...)
-	env := []string{"TRISTORE_ACCESS_KEY=" + accessKey, "TRISTORE_SECRET_KEY=" + secretKey, "XDG_CONFIG_HOME=" + t.TempDir()}
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "TRISTORE_") && !strings.HasPrefix(e, "XDG_CONFIG_HOME=") {
-			env = append(env, e)
-		}
-	}
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &lockedWriter{w: &stderr}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, done: make(chan struct{}), stderr: &stderr}
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() { s.kill() })
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			t.Fatalf("tristore serve exited before it was ready:\n%s", stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		data, err := os.ReadFile(ready)
-		if err != nil {
-			continue
-		}
-		var addrs map[string]string
-		if json.Unmarshal(data, &addrs) == nil && addrs["s3"] != "" {
-			s.s3addr = addrs["s3"]
-			return s
-		}
-	}
-	t.Fatalf("tristore serve not ready after 60s:\n%s", stderr.String())
-	return nil
+	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"s3"},
+		Env: []string{"TRISTORE_ACCESS_KEY=" + accessKey, "TRISTORE_SECRET_KEY=" + secretKey}})
+	return &server{Served: sv, s3addr: sv.Addrs["s3"]}
 }
 
-// kill sends SIGKILL (idempotent) and waits for the process to be gone.
-func (s *server) kill() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-	}
-}
+// kill is a crash: SIGKILL, then wait until the process is gone.
+func (s *server) kill() { s.Kill() }
 
 // stop asks for a graceful shutdown (SIGTERM) and waits for it.
 func (s *server) stop(t *testing.T) {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
+	if !s.Stop() {
 		t.Error("tristore serve did not stop within 30s of SIGTERM")
-		s.kill()
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func client(addr string) *awss3.Client {
@@ -255,7 +164,7 @@ func TestKillDuringPuts(t *testing.T) {
 	defer cancel()
 	c := client(srv.s3addr)
 	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("CreateBucket: %v\n%s", err, srv.stderr)
+		t.Fatalf("CreateBucket: %v\n%s", err, srv.Log())
 	}
 	for i, k := range keys {
 		if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader(content(k, 0))}); err != nil {

@@ -10,14 +10,11 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,56 +34,17 @@ const (
 	secretKey = "crossviewtestsecret0000000000000000000001"
 )
 
-// server is a running `tristore serve` with every front end on 127.0.0.1:0.
+// server is a running `tristore serve` with S3, NFS and iSCSI on 127.0.0.1:0.
 type server struct {
 	addrs map[string]string
-	log   string
+	log   string // the log file
 }
 
 func startServe(ctx context.Context, t *testing.T, bin, data string) *server {
 	t.Helper()
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	logPath := filepath.Join(t.TempDir(), "serve.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
-	cmd := exec.CommandContext(ctx, bin, "serve", "--data", data,
-		"--s3-addr", "127.0.0.1:0", "--nfs-addr", "127.0.0.1:0", "--iscsi-addr", "127.0.0.1:0",
-		"--admin-addr", "off", "--ready-file", ready)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(),
-		"TRISTORE_ACCESS_KEY="+accessKey, "TRISTORE_SECRET_KEY="+secretKey)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	s := &server{log: logPath}
-	for i := 0; i < 600; i++ { // up to 60 s on a loaded machine
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &s.addrs) == nil {
-			return s
-		}
-		select {
-		case err := <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("serve exited early: %v\n%s", err, b)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	b, _ := os.ReadFile(logPath)
-	t.Fatalf("serve did not become ready\n%s", b)
-	return nil
+	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"s3", "nfs", "iscsi"},
+		Env: []string{"TRISTORE_ACCESS_KEY=" + accessKey, "TRISTORE_SECRET_KEY=" + secretKey}})
+	return &server{addrs: sv.Addrs, log: sv.LogPath()}
 }
 
 func md5hex(b []byte) string { s := md5.Sum(b); return hex.EncodeToString(s[:]) }

@@ -1,22 +1,18 @@
 package nfsclient
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/client/nfs"
 	nfsserver "github.com/tristore/tristore/frontend/nfs"
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // target is an NFS server a test talks to: ours or ganesha.
@@ -136,49 +132,11 @@ var _ = errors.Is
 // server does not share the test's (and FUSE daemon's) Go runtime.
 func startOursProcess(t testing.TB, dataDir string) *target {
 	t.Helper()
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	args := []string{"serve", "--data", dataDir, "--nfs-addr", "127.0.0.1:0", "--ready-file", ready, "--log-level", "warn"}
-	help, _ := tristoreCmd(context.Background(), "", "serve", "--help").CombinedOutput()
-	for _, f := range []string{"s3", "iscsi", "admin"} {
-		if strings.Contains(string(help), "--"+f+"-addr") {
-			args = append(args, "--"+f+"-addr", "off")
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := tristoreCmd(ctx, "", args...)
-	var logb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logb, &logb
-	if err := cmd.Start(); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cancel()
-			<-exited
-		}
-		cancel()
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(ready); err == nil {
-			var addrs map[string]string
-			if json.Unmarshal(b, &addrs) == nil && addrs["nfs"] != "" {
-				return &target{Name: "tristore", Addr: addrs["nfs"], Export: "/", Dir: dataDir, Dial: (&net.Dialer{}).DialContext}
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("tristore serve exited: %s", logb.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tristore serve not ready after 60s: %s", logb.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	srv := testutil.StartServe(t, testutil.ServeOptions{Bin: self, Data: dataDir, On: []string{"nfs"},
+		Args: []string{"--log-level", "warn"}, Env: []string{"TRISTORE_TEST_CLI=1"}})
+	return &target{Name: "tristore", Addr: srv.Addrs["nfs"], Export: "/", Dir: dataDir, Dial: (&net.Dialer{}).DialContext}
 }

@@ -2,12 +2,10 @@ package nfspeers
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,60 +23,9 @@ func TestServeCLI(t *testing.T) {
 	data := t.TempDir()
 	os.MkdirAll(filepath.Join(data, "bkt"), 0o755)
 	os.WriteFile(filepath.Join(data, "bkt", "obj.txt"), []byte("object body"), 0o644)
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	args := []string{"serve", "--data", data, "--s3-addr", "off", "--admin-addr", "off",
-		"--nfs-addr", "127.0.0.1:0", "--ready-file", ready,
-		"--nfs-export", "/=rw,clients=127.0.0.0/8,no_root_squash", "--nfs-export", "/bkt=ro"}
-	if help, _ := exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput(); strings.Contains(string(help), "--iscsi-addr") {
-		args = append(args, "--iscsi-addr", "off")
-	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-	// A file, not a pipe: Wait then returns as soon as serve exits, even if
-	// something it started still holds the descriptor.
-	logPath := filepath.Join(t.TempDir(), "serve.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd.Stderr = logf
-	stderr := logText(logPath)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// exited is closed when serve has exited (waitErr is then set); a
-	// closed channel can be waited on any number of times.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				t.Error("serve did not exit after SIGKILL")
-			}
-		}
-	}()
-	var addrs map[string]string
-	for i := 0; i < 600; i++ {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &addrs) == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("serve exited: %v\n%s", waitErr, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	nfsAddr := addrs["nfs"]
-	if nfsAddr == "" {
-		t.Fatalf("no nfs address in ready file %v\n%s", addrs, stderr.String())
-	}
+	srv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"nfs"},
+		Args: []string{"--nfs-export", "/=rw,clients=127.0.0.0/8,no_root_squash", "--nfs-export", "/bkt=ro"}})
+	nfsAddr := srv.Addrs["nfs"]
 	port := nfsAddr[strings.LastIndex(nfsAddr, ":")+1:]
 	url := func(p string) string {
 		return "nfs://127.0.0.1" + p + "?nfsport=" + port + "&mountport=" + port + "&version=3"
@@ -96,17 +43,10 @@ func TestServeCLI(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "NFS3ERR_ROFS") {
 		t.Fatalf("write to a ro export: %v %s", err, out)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("serve after SIGTERM: %v\n%s", waitErr, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not stop on SIGTERM\n%s", stderr.String())
+	if !srv.Stop() {
+		t.Fatalf("serve did not stop on SIGTERM\n%s", srv.Log())
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, srv.Log())
 	}
 }
-
-type logText string
-
-func (l logText) String() string { b, _ := os.ReadFile(string(l)); return string(b) }
