@@ -37,3 +37,29 @@ func checkContentMD5(cm string, b []byte) error {
 	}
 	return nil
 }
+
+// readVerifiedBody is readBody that also checks the digests the client
+// sent with the document (Content-MD5 or an x-amz-checksum-* header, which
+// current SDKs send on PutBucketTagging/PutObjectTagging): a mismatch is
+// BadDigest, a malformed value InvalidDigest.
+func readVerifiedBody(r *http.Request, limit int64) ([]byte, error) {
+	size, err := bodySize(r)
+	if err != nil {
+		return nil, err
+	}
+	vr, _, err := newVerifyingReader(r.Body, size, r.Header)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(vr, limit+1))
+	if err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return nil, ErrIncompleteBody
+		}
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, ErrMaxMessageLength
+	}
+	return b, nil
+}

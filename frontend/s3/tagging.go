@@ -136,14 +136,9 @@ func tagsFromHeader(h http.Header) (map[string]string, error) {
 
 // readTagging reads and checks a Tagging document body.
 func readTagging(r *http.Request, max int) (map[string]string, error) {
-	b, err := readBody(r, maxTagBody)
+	b, err := readVerifiedBody(r, maxTagBody)
 	if err != nil {
 		return nil, err
-	}
-	if cm := r.Header.Get("Content-MD5"); cm != "" {
-		if err := checkContentMD5(cm, b); err != nil {
-			return nil, err
-		}
 	}
 	var doc tagging
 	if len(b) == 0 {

@@ -168,6 +168,8 @@ func TestBucketTagging(t *testing.T) {
 	}
 	wantErr(t, ts.do(t, "PUT", "/btg?tagging", tagDoc("a", "1", "a", "2"), nil), 400, "InvalidTag")
 	wantErr(t, ts.do(t, "PUT", "/btg?tagging", tagDoc("a", "1"), map[string]string{"Content-MD5": "AAAAAAAAAAAAAAAAAAAAAA=="}), 400, "BadDigest")
+	wantErr(t, ts.do(t, "PUT", "/btg?tagging", tagDoc("a", "1"), map[string]string{"X-Amz-Checksum-Crc32": "AAAAAA=="}), 400, "BadDigest")
+	wantErr(t, ts.do(t, "PUT", "/btg?tagging", tagDoc("a", "1"), map[string]string{"X-Amz-Checksum-Crc32": "!!"}), 400, "InvalidDigest")
 	wantStatus(t, ts.do(t, "DELETE", "/btg?tagging", nil, nil), 204)
 	wantErr(t, ts.do(t, "GET", "/btg?tagging", nil, nil), 404, "NoSuchTagSet")
 	wantErr(t, ts.do(t, "PUT", "/nob?tagging", tagDoc("a", "1"), nil), 404, "NoSuchBucket")
