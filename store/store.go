@@ -87,6 +87,9 @@ type PartInfo struct {
 	Size    int64
 	ETag    string // quoted-less hex MD5 of the part
 	ModTime time.Time
+	// Checksums holds the part's verified additional checksums
+	// ("CRC32" -> base64), as given to PutPartChecksums.
+	Checksums map[string]string
 }
 
 // ObjectInfo describes a stored object.
@@ -194,7 +197,8 @@ type CompletePart struct {
 // Multiparter is implemented by stores that support S3 multipart uploads.
 // CompleteMultipart checks order (ErrInvalidPartOrder), existence and ETag
 // (ErrInvalidPart) and sizes (ErrEntityTooSmall), then publishes atomically
-// with ETag hex(md5(concat(binary part md5s)))-N.
+// with ETag hex(md5(concat(binary part md5s)))-N (and, for a
+// PartChecksummer, composite checksums).
 type Multiparter interface {
 	CreateMultipart(ctx context.Context, bucket, key string, meta ObjectMeta) (uploadID string, err error)
 	PutPart(ctx context.Context, bucket, key, uploadID string, number int, r io.Reader, size int64) (PartInfo, error)
@@ -202,6 +206,16 @@ type Multiparter interface {
 	CompleteMultipart(ctx context.Context, bucket, key, uploadID string, parts []CompletePart) (ObjectInfo, error)
 	AbortMultipart(ctx context.Context, bucket, key, uploadID string) error
 	ListMultipartUploads(ctx context.Context, bucket, prefix string) ([]Upload, error)
+}
+
+// PartChecksummer is implemented by Multiparters that keep each part's
+// verified additional checksums and give the completed object S3's
+// COMPOSITE checksums: for every algorithm that all chosen parts have,
+// Meta.Checksums[alg] = base64(alg(concat(raw part digests))) + "-N".
+// sums is called once the body has been read to its end, so checksums that
+// arrive in an aws-chunked trailer are included.
+type PartChecksummer interface {
+	PutPartChecksums(ctx context.Context, bucket, key, uploadID string, number int, r io.Reader, size int64, sums func() map[string]string) (PartInfo, error)
 }
 
 // File is random access to one object's bytes, for block volumes and file

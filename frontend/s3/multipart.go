@@ -97,7 +97,16 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if err != nil {
 		return err
 	}
-	pi, err := mp.PutPart(r.Context(), rc.bucket, rc.key, id, pn, vr, size)
+	var pi store.PartInfo
+	if pc, ok := s.st.(store.PartChecksummer); ok {
+		// The part keeps its checksums (header or, read after the body,
+		// aws-chunked trailer; both verified) for the composite checksum.
+		pi, err = pc.PutPartChecksums(r.Context(), rc.bucket, rc.key, id, pn, vr, size, func() map[string]string {
+			return withTrailerChecksums(sums, r)
+		})
+	} else {
+		pi, err = mp.PutPart(r.Context(), rc.bucket, rc.key, id, pn, vr, size)
+	}
 	if err != nil {
 		return vr.bodyError(err)
 	}
@@ -150,6 +159,59 @@ type completeResult struct {
 	Bucket   string   `xml:"Bucket"`
 	Key      string   `xml:"Key"`
 	ETag     string   `xml:"ETag"`
+	checksumFields
+}
+
+// checksumFields are the Checksum* elements of CompleteMultipartUpload
+// and GetObjectAttributes answers.
+type checksumFields struct {
+	CRC32        string `xml:"ChecksumCRC32,omitempty"`
+	CRC32C       string `xml:"ChecksumCRC32C,omitempty"`
+	CRC64NVME    string `xml:"ChecksumCRC64NVME,omitempty"`
+	SHA1         string `xml:"ChecksumSHA1,omitempty"`
+	SHA256       string `xml:"ChecksumSHA256,omitempty"`
+	ChecksumType string `xml:"ChecksumType,omitempty"`
+}
+
+func makeChecksumFields(sums map[string]string) checksumFields {
+	c := checksumFields{CRC32: sums["CRC32"], CRC32C: sums["CRC32C"], CRC64NVME: sums["CRC64NVME"], SHA1: sums["SHA1"], SHA256: sums["SHA256"]}
+	if len(sums) > 0 {
+		c.ChecksumType = checksumType(sums)
+	}
+	return c
+}
+
+// checksumType is S3's x-amz-checksum-type: COMPOSITE for a multipart
+// checksum-of-checksums ("...-N"), FULL_OBJECT otherwise.
+func checksumType(sums map[string]string) string {
+	for _, v := range sums {
+		if strings.Contains(v, "-") {
+			return "COMPOSITE"
+		}
+	}
+	return "FULL_OBJECT"
+}
+
+// withTrailerChecksums adds the checksums that arrived in an aws-chunked
+// trailer (verified by sigv4 when the body ended) to the header ones.
+func withTrailerChecksums(sums map[string]string, r *http.Request) map[string]string {
+	var out map[string]string
+	add := func(alg, v string) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ToUpper(alg)] = v
+	}
+	for alg, v := range sums {
+		add(alg, v)
+	}
+	for k, vs := range r.Trailer {
+		alg, ok := strings.CutPrefix(strings.ToLower(k), "x-amz-checksum-")
+		if _, known := checksumAlgs[alg]; ok && known && len(vs) > 0 && vs[0] != "" {
+			add(alg, vs[0])
+		}
+	}
+	return out
 }
 
 func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
@@ -189,7 +251,8 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if r.Host != "" {
 		loc = "http://" + r.Host + loc
 	}
-	return writeXML(w, completeResult{NS: s3NS, Location: loc, Bucket: rc.bucket, Key: rc.key, ETag: `"` + oi.ETag + `"`})
+	return writeXML(w, completeResult{NS: s3NS, Location: loc, Bucket: rc.bucket, Key: rc.key, ETag: `"` + oi.ETag + `"`,
+		checksumFields: makeChecksumFields(oi.Meta.Checksums)})
 }
 
 func (s *Server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {

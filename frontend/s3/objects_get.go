@@ -152,6 +152,9 @@ func setObjectHeaders(h http.Header, oi store.ObjectInfo, withChecksums bool) {
 		for alg, v := range oi.Meta.Checksums {
 			h.Set("X-Amz-Checksum-"+strings.ToLower(alg), v)
 		}
+		if len(oi.Meta.Checksums) > 0 {
+			h.Set("X-Amz-Checksum-Type", checksumType(oi.Meta.Checksums))
+		}
 	}
 }
 

@@ -3,10 +3,15 @@ package posix
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -133,6 +138,12 @@ func (b *Backend) CreateMultipart(ctx context.Context, bucket, key string, meta 
 
 // PutPart stores one part (replacing an earlier part with the same number).
 func (b *Backend) PutPart(ctx context.Context, bucket, key, uploadID string, number int, r io.Reader, size int64) (store.PartInfo, error) {
+	return b.PutPartChecksums(ctx, bucket, key, uploadID, number, r, size, nil)
+}
+
+// PutPartChecksums is PutPart that keeps the part's checksums (from sums,
+// called after the body is read) in the part's record.
+func (b *Backend) PutPartChecksums(ctx context.Context, bucket, key, uploadID string, number int, r io.Reader, size int64, sums func() map[string]string) (store.PartInfo, error) {
 	if number < 1 || number > maxPartNumber {
 		return store.PartInfo{}, fmt.Errorf("%w: part number %d not in 1..%d", store.ErrInvalidPart, number, maxPartNumber)
 	}
@@ -154,6 +165,9 @@ func (b *Backend) PutPart(ctx context.Context, bucket, key, uploadID string, num
 		return store.PartInfo{}, err
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
+	if sums != nil {
+		rec.Sums = sums()
+	}
 	unlock := b.lockUpload(uploadID)
 	defer unlock()
 	if _, err := os.Stat(filepath.Join(dir, "info.json")); err != nil {
@@ -165,7 +179,7 @@ func (b *Backend) PutPart(ctx context.Context, bucket, key, uploadID string, num
 	if err != nil {
 		return store.PartInfo{}, err
 	}
-	return store.PartInfo{Number: number, Size: st.Size, ETag: rec.ETag, ModTime: time.Unix(st.Mtim.Unix()).UTC()}, nil
+	return store.PartInfo{Number: number, Size: st.Size, ETag: rec.ETag, ModTime: time.Unix(st.Mtim.Unix()).UTC(), Checksums: rec.Sums}, nil
 }
 
 // parts lists the stored parts of an upload, sorted by number.
@@ -190,11 +204,17 @@ func (b *Backend) parts(ctx context.Context, id string) ([]store.PartInfo, error
 		if err := unix.Lstat(p, &st); err != nil {
 			continue
 		}
-		rec, err := b.refresh(ctx, p, nil, &st, b.readRecord(p, nil, st.Ino))
+		orig := b.readRecord(p, nil, st.Ino)
+		fresh := orig.fresh(&st)
+		rec, err := b.refresh(ctx, p, nil, &st, orig)
 		if err != nil {
 			continue
 		}
-		out = append(out, store.PartInfo{Number: n, Size: st.Size, ETag: rec.ETag, ModTime: time.Unix(st.Mtim.Unix()).UTC()})
+		pi := store.PartInfo{Number: n, Size: st.Size, ETag: rec.ETag, ModTime: time.Unix(st.Mtim.Unix()).UTC()}
+		if fresh {
+			pi.Checksums = rec.Sums // a part changed behind our back keeps no stale checksum
+		}
+		out = append(out, pi)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
 	return out, nil
@@ -283,6 +303,9 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	}
 	rec.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sums.Sum(nil)), len(chosen))
 	rec.setMeta(u.Meta)
+	if cs := compositeChecksums(chosen); cs != nil {
+		rec.Sums = cs
+	}
 	st, err := b.publishMode(f, target, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
@@ -391,3 +414,40 @@ func (b *Backend) abortUploadsOf(bucket string) {
 }
 
 var _ store.Multiparter = (*Backend)(nil)
+
+// compositeHashes are the algorithms S3 combines into COMPOSITE checksums
+// (CRC64NVME has only full-object checksums in S3).
+var compositeHashes = map[string]func() hash.Hash{
+	"CRC32":  func() hash.Hash { return crc32.NewIEEE() },
+	"CRC32C": func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) },
+	"SHA1":   sha1.New,
+	"SHA256": sha256.New,
+}
+
+// compositeChecksums computes S3's checksum-of-checksums for every
+// algorithm all parts have: base64(H(digest1 || ... || digestN)) + "-N".
+func compositeChecksums(parts []store.PartInfo) map[string]string {
+	var out map[string]string
+	for alg, mk := range compositeHashes {
+		h := mk()
+		ok := true
+		for _, p := range parts {
+			raw, err := base64.StdEncoding.DecodeString(p.Checksums[alg])
+			if err != nil || len(raw) == 0 {
+				ok = false
+				break
+			}
+			h.Write(raw)
+		}
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[alg] = fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(h.Sum(nil)), len(parts))
+	}
+	return out
+}
+
+var _ store.PartChecksummer = (*Backend)(nil)

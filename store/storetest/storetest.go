@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BucketConfig", testBucketConfig},
 		{"Multipart", testMultipart},
 		{"MultipartErrors", testMultipartErrors},
+		{"PartChecksums", testPartChecksums},
 		{"Filer", testFiler},
 		{"ExclusivePut", testExclusivePut},
 		{"ExclusiveComplete", testExclusiveComplete},

@@ -1,0 +1,56 @@
+package s3
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/xml"
+	"fmt"
+	"hash/crc32"
+	"testing"
+
+	"github.com/tristore/tristore/store"
+)
+
+// TestMultipartCompositeChecksum: parts uploaded with x-amz-checksum-crc32
+// give the object S3's COMPOSITE checksum base64(crc32(c1||c2))-2, in the
+// CompleteMultipartUpload result and on HEAD/GET with checksum mode on
+// (before: no checksum at all for multipart objects).
+func TestMultipartCompositeChecksum(t *testing.T) {
+	ts := newTestServer(t)
+	wantStatus(t, ts.do(t, "PUT", "/mpc", nil, nil), 200)
+	r := ts.do(t, "POST", "/mpc/obj?uploads", nil, map[string]string{"X-Amz-Checksum-Algorithm": "CRC32"})
+	wantStatus(t, r, 200)
+	var init struct {
+		UploadID string `xml:"UploadId"`
+	}
+	xml.Unmarshal(r.body, &init)
+	crc := func(b []byte) []byte { return binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(b)) }
+	b64 := base64.StdEncoding.EncodeToString
+	parts := [][]byte{bytes.Repeat([]byte("a"), store.MinPartSize), []byte("tail")}
+	var body bytes.Buffer
+	body.WriteString("<CompleteMultipartUpload>")
+	for i, p := range parts {
+		pr := ts.do(t, "PUT", fmt.Sprintf("/mpc/obj?partNumber=%d&uploadId=%s", i+1, init.UploadID), p,
+			map[string]string{"X-Amz-Checksum-Crc32": b64(crc(p))})
+		wantStatus(t, pr, 200)
+		fmt.Fprintf(&body, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag><ChecksumCRC32>%s</ChecksumCRC32></Part>", i+1, pr.header.Get("ETag"), b64(crc(p)))
+	}
+	body.WriteString("</CompleteMultipartUpload>")
+	comp := crc32.NewIEEE()
+	comp.Write(crc(parts[0]))
+	comp.Write(crc(parts[1]))
+	want := b64(comp.Sum(nil)) + "-2"
+	r = ts.do(t, "POST", "/mpc/obj?uploadId="+init.UploadID, body.Bytes(), nil)
+	wantStatus(t, r, 200)
+	var res completeResult
+	if err := xml.Unmarshal(r.body, &res); err != nil || res.CRC32 != want || res.ChecksumType != "COMPOSITE" {
+		t.Fatalf("complete result %s (err %v), want ChecksumCRC32 %s COMPOSITE", r.body, err, want)
+	}
+	for _, m := range []string{"HEAD", "GET"} {
+		h := ts.do(t, m, "/mpc/obj", nil, map[string]string{"X-Amz-Checksum-Mode": "ENABLED"}).header
+		if h.Get("X-Amz-Checksum-Crc32") != want || h.Get("X-Amz-Checksum-Type") != "COMPOSITE" {
+			t.Fatalf("%s checksum headers %q %q, want %s COMPOSITE", m, h.Get("X-Amz-Checksum-Crc32"), h.Get("X-Amz-Checksum-Type"), want)
+		}
+	}
+}
