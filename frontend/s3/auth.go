@@ -22,6 +22,7 @@ var objectACLActions = map[string]bool{
 	"s3:GetObjectTagging":    true,
 	"s3:PutObjectTagging":    true,
 	"s3:DeleteObjectTagging": true,
+	"s3:GetObjectAttributes": true,
 }
 
 // authorize decides whether rc's identity may do action on bucket/key.

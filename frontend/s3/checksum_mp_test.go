@@ -53,4 +53,27 @@ func TestMultipartCompositeChecksum(t *testing.T) {
 			t.Fatalf("%s checksum headers %q %q, want %s COMPOSITE", m, h.Get("X-Amz-Checksum-Crc32"), h.Get("X-Amz-Checksum-Type"), want)
 		}
 	}
+	// GetObjectAttributes reports the same, from metadata alone.
+	r = ts.do(t, "GET", "/mpc/obj?attributes", nil, map[string]string{
+		"X-Amz-Object-Attributes": "ETag,Checksum,ObjectParts,StorageClass,ObjectSize", "X-Amz-Max-Parts": "1"})
+	wantStatus(t, r, 200)
+	var attrs objectAttributesXML
+	if err := xml.Unmarshal(r.body, &attrs); err != nil {
+		t.Fatal(err)
+	}
+	etag := ts.do(t, "HEAD", "/mpc/obj", nil, nil).header.Get("ETag")
+	if `"`+attrs.ETag+`"` != etag || attrs.Checksum == nil || attrs.Checksum.CRC32 != want || attrs.Checksum.ChecksumType != "COMPOSITE" ||
+		attrs.ObjectParts == nil || attrs.ObjectParts.PartsCount != 2 || len(attrs.ObjectParts.Parts) != 1 || !attrs.ObjectParts.IsTruncated ||
+		attrs.ObjectParts.Parts[0].Size != store.MinPartSize || attrs.StorageClass != "STANDARD" || attrs.ObjectSize == nil || *attrs.ObjectSize != store.MinPartSize+4 {
+		t.Fatalf("GetObjectAttributes: %s", r.body)
+	}
+	r = ts.do(t, "GET", "/mpc/obj?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "ObjectParts", "X-Amz-Part-Number-Marker": "1"})
+	attrs = objectAttributesXML{}
+	xml.Unmarshal(r.body, &attrs)
+	if attrs.ObjectParts == nil || len(attrs.ObjectParts.Parts) != 1 || attrs.ObjectParts.Parts[0].PartNumber != 2 || attrs.ObjectParts.IsTruncated || attrs.ETag != "" {
+		t.Fatalf("GetObjectAttributes page 2: %s", r.body)
+	}
+	wantErr(t, ts.do(t, "GET", "/mpc/obj?attributes", nil, nil), 400, "InvalidArgument")
+	wantErr(t, ts.do(t, "GET", "/mpc/obj?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "Color"}), 400, "InvalidArgument")
+	wantErr(t, ts.do(t, "GET", "/mpc/none?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "ETag"}), 404, "NoSuchKey")
 }

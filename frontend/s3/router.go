@@ -85,7 +85,7 @@ var unsupportedSub = []string{
 	"logging", "notification", "object-lock", "legal-hold", "retention",
 	"accelerate", "requestPayment", "inventory", "analytics", "metrics",
 	"intelligent-tiering", "ownershipControls", "publicAccessBlock", "torrent",
-	"restore", "select", "attributes", "versionId", "policyStatus",
+	"restore", "select", "versionId", "policyStatus",
 }
 
 func hasQ(r *http.Request, k string) bool { _, ok := r.URL.Query()[k]; return ok }
@@ -166,6 +166,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 				return opGetObjectACL, nil
 			case hasQ(r, "tagging"):
 				return opGetObjectTagging, nil
+			case hasQ(r, "attributes"):
+				return opGetObjectAttributes, nil
 			case hasQ(r, "uploadId"):
 				return opListParts, nil
 			}

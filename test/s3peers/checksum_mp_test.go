@@ -62,4 +62,13 @@ func TestSDKMultipartCompositeChecksum(t *testing.T) {
 	if aws.ToString(g.ChecksumCRC32) != sum {
 		t.Fatalf("GetObject checksum %q, want %s", aws.ToString(g.ChecksumCRC32), sum)
 	}
+	at, err := c.GetObjectAttributes(ctx, &awss3.GetObjectAttributesInput{Bucket: bkt, Key: key, ObjectAttributes: []types.ObjectAttributes{
+		types.ObjectAttributesEtag, types.ObjectAttributesChecksum, types.ObjectAttributesObjectParts, types.ObjectAttributesObjectSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at.Checksum == nil || aws.ToString(at.Checksum.ChecksumCRC32) != sum || at.ObjectParts == nil || aws.ToInt32(at.ObjectParts.TotalPartsCount) != 2 ||
+		aws.ToInt64(at.ObjectSize) != 5<<20+1000 || aws.ToString(at.ETag) == "" {
+		t.Fatalf("GetObjectAttributes: %+v checksum %+v parts %+v", at, at.Checksum, at.ObjectParts)
+	}
 }

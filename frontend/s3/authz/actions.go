@@ -29,6 +29,7 @@ const (
 	ActionDeleteObjectTagging        = "s3:DeleteObjectTagging"
 	ActionGetBucketTagging           = "s3:GetBucketTagging"
 	ActionPutBucketTagging           = "s3:PutBucketTagging"
+	ActionGetObjectAttributes        = "s3:GetObjectAttributes"
 )
 
 // Actions lists every action above.
@@ -39,7 +40,7 @@ var Actions = []string{
 	ActionPutObject, ActionDeleteObject, ActionGetObjectAcl, ActionPutObjectAcl,
 	ActionAbortMultipartUpload, ActionListMultipartUploadParts,
 	ActionGetObjectTagging, ActionPutObjectTagging, ActionDeleteObjectTagging,
-	ActionGetBucketTagging, ActionPutBucketTagging,
+	ActionGetBucketTagging, ActionPutBucketTagging, ActionGetObjectAttributes,
 }
 
 // objectActions act on arn:aws:s3:::bucket/key; every other action acts on
@@ -49,6 +50,7 @@ var objectActions = map[string]bool{
 	ActionGetObjectAcl: true, ActionPutObjectAcl: true,
 	ActionAbortMultipartUpload: true, ActionListMultipartUploadParts: true,
 	ActionGetObjectTagging: true, ActionPutObjectTagging: true, ActionDeleteObjectTagging: true,
+	ActionGetObjectAttributes: true,
 }
 
 // IsObjectAction reports whether action applies to objects (resource
