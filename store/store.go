@@ -79,6 +79,11 @@ type ObjectMeta struct {
 	// S3's limits (10 tags, key <= 128 and value <= 256 characters); the
 	// store keeps them with the rest of the metadata, as durably.
 	Tags map[string]string
+	// ChecksumType is, for a multipart upload, the whole-object checksum
+	// the client asked for: "" or "COMPOSITE" (a PartChecksummer computes
+	// it) or "FULL_OBJECT" (not computed: the object then gets no
+	// whole-object checksum rather than one of the wrong type).
+	ChecksumType string `json:",omitempty"`
 }
 
 // PartInfo describes one part of a multipart upload (or of a completed multipart object).

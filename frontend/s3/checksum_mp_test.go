@@ -77,3 +77,31 @@ func TestMultipartCompositeChecksum(t *testing.T) {
 	wantErr(t, ts.do(t, "GET", "/mpc/obj?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "Color"}), 400, "InvalidArgument")
 	wantErr(t, ts.do(t, "GET", "/mpc/none?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "ETag"}), 404, "NoSuchKey")
 }
+
+// TestMultipartFullObjectNotFaked: an upload created with
+// x-amz-checksum-type FULL_OBJECT (not computed here) gets no
+// whole-object checksum, rather than a COMPOSITE one it did not ask for.
+func TestMultipartFullObjectNotFaked(t *testing.T) {
+	ts := newTestServer(t)
+	wantStatus(t, ts.do(t, "PUT", "/mpf", nil, nil), 200)
+	wantErr(t, ts.do(t, "POST", "/mpf/o?uploads", nil, map[string]string{"X-Amz-Checksum-Type": "HALF"}), 400, "InvalidRequest")
+	r := ts.do(t, "POST", "/mpf/o?uploads", nil, map[string]string{"X-Amz-Checksum-Algorithm": "CRC32", "X-Amz-Checksum-Type": "FULL_OBJECT"})
+	wantStatus(t, r, 200)
+	var init struct {
+		UploadID string `xml:"UploadId"`
+	}
+	xml.Unmarshal(r.body, &init)
+	p := []byte("only part")
+	pr := ts.do(t, "PUT", "/mpf/o?partNumber=1&uploadId="+init.UploadID, p,
+		map[string]string{"X-Amz-Checksum-Crc32": base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(p)))})
+	wantStatus(t, pr, 200)
+	done := fmt.Sprintf("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>%s</ETag></Part></CompleteMultipartUpload>", pr.header.Get("ETag"))
+	r = ts.do(t, "POST", "/mpf/o?uploadId="+init.UploadID, []byte(done), nil)
+	wantStatus(t, r, 200)
+	if bytes.Contains(r.body, []byte("Checksum")) {
+		t.Fatalf("FULL_OBJECT upload answered with a checksum: %s", r.body)
+	}
+	if h := ts.do(t, "HEAD", "/mpf/o", nil, map[string]string{"X-Amz-Checksum-Mode": "ENABLED"}).header; h.Get("X-Amz-Checksum-Crc32") != "" {
+		t.Fatalf("HEAD shows checksum %q", h.Get("X-Amz-Checksum-Crc32"))
+	}
+}

@@ -67,6 +67,17 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		}
 		w.Header().Set("X-Amz-Checksum-Algorithm", strings.ToUpper(a))
 	}
+	switch ct := strings.ToUpper(r.Header.Get("X-Amz-Checksum-Type")); ct {
+	case "":
+	case "COMPOSITE", "FULL_OBJECT":
+		// FULL_OBJECT is accepted (current SDKs send it) but not computed:
+		// the object gets no whole-object checksum, never a COMPOSITE one
+		// the client did not ask for.
+		meta.ChecksumType = ct
+		w.Header().Set("X-Amz-Checksum-Type", ct)
+	default:
+		return ErrInvalidRequest.withMessage("Value for x-amz-checksum-type header is invalid.")
+	}
 	id, err := mp.CreateMultipart(r.Context(), rc.bucket, rc.key, meta)
 	if err != nil {
 		return err

@@ -303,7 +303,7 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	}
 	rec.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sums.Sum(nil)), len(chosen))
 	rec.setMeta(u.Meta)
-	if cs := compositeChecksums(chosen); cs != nil {
+	if cs := compositeChecksums(chosen); cs != nil && u.Meta.ChecksumType != "FULL_OBJECT" {
 		rec.Sums = cs
 	}
 	st, err := b.publishMode(f, target, changed, rec, noReplace)
