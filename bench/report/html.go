@@ -189,6 +189,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"f3":    func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"svg":   func(s string) template.HTML { return template.HTML(s) },
 	"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"start": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"took": func(r *Run) string {
 		if r.Meta.End.IsZero() {
 			return "–"

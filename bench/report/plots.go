@@ -197,7 +197,7 @@ func throughputVs(runs []*Run, title, caption, phase string, byThreads bool, mat
 	}
 	headroom(p, len(names))
 	// Room for the first and last tick labels on the log axis.
-	p.X.Min, p.X.Max = p.X.Min/1.3, p.X.Max*1.3
+	p.X.Min, p.X.Max = p.X.Min/1.8, p.X.Max*1.8
 	f, err := figure(p, caption, names)
 	return &f, err
 }
@@ -218,8 +218,6 @@ func latencyCDF(runs []*Run, title, caption, phase string, threadsOf func(*Run) 
 	p := newPlot(title, "latency (ms)", "fraction of requests ≤ latency")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.XOffs, p.Legend.YOffs = -4, 4
 	var lines []line
 	for _, r := range runs {
 		t := threadsOf(r)
@@ -242,7 +240,8 @@ func latencyCDF(runs []*Run, title, caption, phase string, threadsOf func(*Run) 
 				continue
 			}
 			slices.Sort(lat)
-			xys := make(plotter.XYs, 0, len(lat))
+			xys := make(plotter.XYs, 0, len(lat)+2)
+			xys = append(xys, plotter.XY{X: lat[0], Y: 0})
 			// At most ~200 points a line: the SVG stays small for runs of
 			// 80,000 requests and the curve's shape is kept.
 			step := max(1, len(lat)/200)
@@ -271,7 +270,13 @@ func latencyCDF(runs []*Run, title, caption, phase string, threadsOf func(*Run) 
 	if err := plotutil.AddLines(p, args...); err != nil {
 		return nil, err
 	}
-	p.Y.Min, p.Y.Max = 0, 1
+	// The legend sits above the 1.0 line, clear of the curves.
+	p.Y.Min, p.Y.Max = 0, 1+0.075*float64(min(len(names), 12))
+	p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 0.25, Label: "0.25"},
+		{Value: 0.5, Label: "0.5"}, {Value: 0.75, Label: "0.75"}, {Value: 1, Label: "1"}})
+	// Padding keeps the log axis valid when every request took the same
+	// time (plot would widen a zero range to [x-1, x+1], below zero).
+	p.X.Min, p.X.Max = p.X.Min/1.2, p.X.Max*1.2
 	f, err := figure(p, caption, names)
 	return &f, err
 }
@@ -356,7 +361,7 @@ func heatMap(r *Run, phase string) (*Figure, error) {
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.ConstantTicks(xt), plot.ConstantTicks(yt)
 	p.X.Min, p.X.Max = -0.5, float64(len(sizes))-0.5
 	p.Y.Min, p.Y.Max = -0.5, float64(len(threads))-0.5
-	f, err := figure(p, "pale = low, dark orange = high bandwidth of this run; white = not measured", []string{r.Label})
+	f, err := figure(p, "darker = more bandwidth; white = not measured", []string{r.Label})
 	return &f, err
 }
 

@@ -19,12 +19,14 @@ table { border-collapse: collapse; font-size: .85em; margin: .3em 0 1em; }
 th, td { border: 1px solid #d0d7de; padding: .25em .55em; text-align: right; white-space: nowrap; }
 th { background: #f6f8fa; }
 td.l, th.l { text-align: left; }
-table.runs td { white-space: normal; }
+td.w { white-space: normal; }
+table.runs { width: 100%; }
 tr.err td { background: #fff1f0; }
 .partial { color: #fff; background: #cf222e; padding: 0 .4em; border-radius: 3px; font-weight: bold; font-size: .85em; }
 .banner { border: 2px solid #cf222e; background: #fff1f0; padding: .5em .8em; margin: .5em 0; }
 .figs { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; border: 1px solid #d0d7de; padding: .4em; background: #fff; }
+figcaption { max-width: 500px; }
 figure svg { display: block; max-width: 100%; height: auto; }
 .better { color: #1a7f37; } .worse { color: #cf222e; }
 </style>
@@ -36,8 +38,8 @@ Exports beside this page: <a href="summary.csv">summary.csv</a>, <a href="summar
 
 <h2>Runs</h2>
 <table class="runs">
-<tr><th class="l">run</th><th class="l">suite</th><th class="l">target</th><th class="l">protocol</th><th class="l">network</th><th>scale</th><th class="l">started</th><th>took</th><th>requests</th><th>errors</th><th class="l">state</th><th class="l">client machine</th></tr>
-{{range .Runs}}<tr{{if .Partial}} class="err"{{end}}><td class="l">{{.Label}}</td><td class="l">{{.Meta.Suite}}</td><td class="l">{{.Meta.Target}}</td><td class="l">{{.Meta.Protocol}}</td><td class="l">{{with .Meta.Network}}{{.}}{{else}}–{{end}}</td><td>{{.Meta.Scale}}</td><td class="l">{{ts .Meta.Start}}</td><td>{{took .}}</td><td>{{.Meta.Ops}}</td><td>{{.Meta.Errors}}</td><td class="l">{{if .Partial}}<span class="partial">PARTIAL</span>{{else}}complete{{end}}</td><td class="l">{{.Meta.Machine.Hostname}}, {{.Meta.Machine.NProc}} CPUs, load {{f1 (index .Meta.Machine.LoadStart 0)}}{{with .Meta.Machine.GitRev}}, tristore {{.}}{{end}}</td></tr>
+<tr><th class="l">run</th><th class="l">suite</th><th class="l">target</th><th class="l">network</th><th>scale</th><th class="l">started (UTC)</th><th>took</th><th>requests</th><th>errors</th><th class="l">state</th><th class="l">client</th></tr>
+{{range .Runs}}<tr{{if .Partial}} class="err"{{end}}><td class="l w">{{.Label}}</td><td class="l">{{.Meta.Suite}}</td><td class="l w">{{.Meta.Target}}</td><td class="l">{{with .Meta.Network}}{{.}}{{else}}–{{end}}</td><td>{{.Meta.Scale}}</td><td class="l">{{start .Meta.Start}}</td><td>{{took .}}</td><td>{{.Meta.Ops}}</td><td>{{.Meta.Errors}}</td><td class="l">{{if .Partial}}<span class="partial">PARTIAL</span>{{else}}complete{{end}}</td><td class="l w"><span title="{{.Meta.Machine.CPUModel}}, kernel {{.Meta.Machine.Kernel}}, {{.Meta.Machine.GoVersion}}{{with .Meta.Machine.GitRev}}, tristore {{.}}{{end}}">{{.Meta.Machine.Hostname}}: {{.Meta.Machine.NProc}} CPUs, load {{f1 (index .Meta.Machine.LoadStart 0)}}</span></td></tr>
 {{end}}</table>
 {{range .Runs}}{{if .Partial}}<div class="banner"><span class="partial">PARTIAL</span> <b>{{.Label}}</b> ({{.Dir}}) did not finish: {{.Meta.Error}}. Its figures and tables show the requests recorded before it stopped.</div>
 {{end}}{{if .ReadError}}<div class="banner">The records of <b>{{.Label}}</b> could not all be read: {{.ReadError}}</div>
