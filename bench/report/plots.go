@@ -227,7 +227,7 @@ func latencyCDF(runs []*Run, title, caption, phase string, threadsOf func(*Run) 
 				units = append(units, row.Unit)
 			}
 		}
-		for _, u := range distinct(units) {
+		for _, u := range pickEven(distinct(units), max(3, 12/len(runs))) {
 			var lat []float64
 			for _, row := range r.Rows {
 				if row.Phase == phase && row.Unit == u && row.Threads == t {
@@ -495,4 +495,18 @@ func lightRamp(n int) palette.Palette {
 		r[i] = color.RGBA{c(0), c(1), c(2), 255}
 	}
 	return r
+}
+
+// pickEven keeps at most k of vs, the first, the last and evenly spaced
+// ones between, so a CDF of many sizes × many runs stays legible (the
+// tables keep every size).
+func pickEven[T any](vs []T, k int) []T {
+	if len(vs) <= k || k < 2 {
+		return vs
+	}
+	out := make([]T, 0, k)
+	for i := range k {
+		out = append(out, vs[i*(len(vs)-1)/(k-1)])
+	}
+	return out
 }

@@ -366,3 +366,13 @@ func TestLoadErrors(t *testing.T) {
 		t.Fatal("missing dir accepted")
 	}
 }
+
+func TestPickEven(t *testing.T) {
+	v := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	if got := fmt.Sprint(pickEven(v, 4)); got != "[1 3 5 8]" {
+		t.Fatalf("pickEven 4 of 8: %s", got)
+	}
+	if got := fmt.Sprint(pickEven(v, 8)); got != fmt.Sprint(v) {
+		t.Fatalf("pickEven all: %s", got)
+	}
+}
