@@ -132,9 +132,7 @@ type rig struct {
 
 func runSoak(t *testing.T, st settings) {
 	testutil.NeedRoot(t, "FUSE mounts, loop devices and mount(8)")
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
+	testutil.NeedFUSE(t)
 	for _, c := range []string{"go", "git", "tar", "sqlite3", "losetup", "mkfs.ext4", "e2fsck", "mount", "umount", "nsenter"} {
 		testutil.NeedCmd(t, c)
 	}
@@ -574,9 +572,7 @@ func (r *rig) detachLoop() {
 func (r *rig) startLink(bin string, st settings) (serverNS string, err error) {
 	testutil.NeedCmd(r.t, "chrt")
 	testutil.NeedCmd(r.t, "ip")
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		r.t.Skipf("TRISTORE_SOAK_NETEM needs /dev/net/tun: %v", err)
-	}
+	testutil.NeedTUN(r.t) // TRISTORE_SOAK_NETEM needs it
 	name := fmt.Sprintf("ts-%d-soak", os.Getpid())
 	sleep := strconv.Itoa(int((st.dur + 30*time.Minute).Seconds()))
 	argv := append(append([]string{bin, "netem", "run", "--name", name}, st.netem...), "--", "sleep", sleep)
