@@ -103,6 +103,7 @@ type Runner struct {
 	Forms   []string
 	Workdir string
 	cfg     Config
+	target  string // the target as given, secrets removed (not a link's entry)
 
 	phase   atomic.Pointer[string]
 	planned atomic.Int64 // requests planned in the current step
@@ -249,10 +250,10 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 		r.cfg.Progress(p)
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return fmt.Errorf("phase %s on %s: %w", name, r.D.Target(), cause)
+		return fmt.Errorf("phase %s on %s: %w", name, r.target, cause)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("phase %s on %s: %w", name, r.D.Target(), err)
+		return fmt.Errorf("phase %s on %s: %w", name, r.target, err)
 	}
 	return nil
 }
@@ -275,7 +276,7 @@ func safeCall(ctx context.Context, fn ReqFunc, w, i int) (n int64, first time.Ti
 // phase in its error.
 func (r *Runner) Setup(what string, err error) error {
 	if err != nil {
-		return fmt.Errorf("phase setup (%s) on %s: %w", what, r.D.Target(), err)
+		return fmt.Errorf("phase setup (%s) on %s: %w", what, r.target, err)
 	}
 	return nil
 }
@@ -330,7 +331,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	u0, s0 := CPUTimes()
-	r := &Runner{W: w, P: p, cfg: cfg}
+	r := &Runner{W: w, P: p, cfg: cfg, target: target}
 	if cfg.Progress != nil {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
