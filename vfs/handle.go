@@ -17,14 +17,35 @@ import (
 // Layout (big-endian):
 //
 //	[0]      version (1)
-//	[1]      flags: 1 = carries a kernel file handle
+//	[1]      flags: 1 = carries a kernel file handle,
+//	                2 = also carries its parent directory's kernel handle
 //	[2:6]    export id
 //	[6:14]   inode number
-//	[14:18]  inode generation (fallback mode; in kernel mode the kernel
-//	         handle carries it and this is 0)
+//	[14:18]  fallback mode: inode generation. Kernel mode: the parent
+//	         directory's kernel handle type with flag 2, else 0 (the
+//	         kernel handle carries the generation)
 //	[18:22]  kernel handle type            (kernel mode only)
 //	[22]     kernel handle length n <= 41  (kernel mode only)
 //	[23:23+n] kernel handle bytes          (kernel mode only)
+//	[23+n]   parent handle length m        (flag 2 only)
+//	[24+n:24+n+m] parent handle bytes      (flag 2 only)
+//
+// Why a non-directory carries its parent (kernel mode): open_by_handle_at
+// of a file whose dentry is not cached (after a restart or an eviction)
+// gives a disconnected dentry, whose path the kernel does not know, and
+// resolve must know the path to refuse objects outside the export or in
+// its reserved directories. A directory is never a problem (it has one
+// parent, recorded on disk as "..", so the kernel always reconnects it),
+// but a file can only be found again by looking for its inode number in
+// a directory. See reconnect.go for the order resolve tries (this parent,
+// the hint index, a bounded search) and why. The parent is the directory
+// the handle was issued through, so a file reached through two hard links
+// or looked up again after a move to another directory gets a different
+// (equally valid) handle, as under knfsd's subtree_check; within one
+// directory a file's handle never changes. Handles issued before the
+// parent was added (flag 1 alone) still resolve, via the hints or the
+// search. Directories, the root and fallback-mode handles are encoded as
+// before.
 type Handle []byte
 
 // MaxHandle is the longest handle (NFSv3's limit).
@@ -33,6 +54,7 @@ const MaxHandle = 64
 const (
 	handleVersion = 1
 	flagKernel    = 1
+	flagParent    = 2
 	baseLen       = 18
 	maxKernelLen  = MaxHandle - 23
 )
@@ -91,6 +113,17 @@ func (fs *FS) handleOf(dirfd int, name string, st *unix.Stat_t, parentIno uint64
 		h = binary.BigEndian.AppendUint32(h, uint32(kh.Type()))
 		h = append(h, byte(len(b)))
 		h = append(h, b...)
+		if name != "" && name != "." && name != ".." && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			// The directory's handle, when it fits (it does on ext4, xfs,
+			// tmpfs, btrfs); without it the file still resolves through
+			// the hints or the search.
+			if ph, _, err := unix.NameToHandleAt(dirfd, "", unix.AT_EMPTY_PATH); err == nil && len(h)+1+len(ph.Bytes()) <= MaxHandle {
+				h[1] |= flagParent
+				binary.BigEndian.PutUint32(h[14:18], uint32(ph.Type()))
+				h = append(h, byte(len(ph.Bytes())))
+				h = append(h, ph.Bytes()...)
+			}
+		}
 		return h, nil
 	}
 	gen := generation(dirfd, name, st)
@@ -168,15 +201,12 @@ func (fs *FS) resolve(h Handle) (*obj, error) {
 	ino := binary.BigEndian.Uint64(h[6:14])
 	o := &obj{fd: -1}
 	if h[1]&flagKernel != 0 {
-		if !fs.kernel || len(h) < 23 || int(h[22]) != len(h)-23 {
-			return nil, ErrBadHandle
-		}
-		kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32(h[18:22])), h[23:])
-		fd, err := unix.OpenByHandleAt(fs.rootFd, kh, unix.O_PATH|unix.O_CLOEXEC)
+		kh, parent, err := fs.kernelHandles(h)
 		if err != nil {
-			if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-				return nil, ErrStale
-			}
+			return nil, err
+		}
+		fd, err := openByHandle(fs.rootFd, kh, unix.O_PATH|unix.O_CLOEXEC)
+		if err != nil {
 			return nil, err
 		}
 		o.fd = fd
@@ -184,15 +214,18 @@ func (fs *FS) resolve(h Handle) (*obj, error) {
 			o.close()
 			return nil, err
 		}
-		if o.st.Ino == fs.rootIno {
+		if o.st.Ino == fs.rootIno && o.st.Dev == fs.dev {
 			o.path = fs.root
-		} else {
-			p, err := os.Readlink(o.procPath())
-			if err != nil {
-				o.close()
-				return nil, ErrStale
-			}
+		} else if p, ok := fs.connectedPath(fd, &o.st); ok {
 			o.path = p
+		} else if o.isDir() || o.st.Nlink == 0 {
+			// A directory the kernel could not connect is outside the
+			// export (or being removed); a file with no links is gone.
+			o.close()
+			return nil, ErrStale
+		} else if err := fs.reconnect(o, parent); err != nil {
+			o.close()
+			return nil, err
 		}
 	} else {
 		if fs.index == nil {

@@ -427,6 +427,7 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 		return nil
 	})
 	if err == nil && to0.st.Ino != fo.st.Ino {
+		fs.noteMove(to0, toName) // before the commit, so the hint is durable before the reply
 		err = fs.commitMeta(nil, to0, "")
 		if faultSkip("nfs-rename-src") {
 			return from, to, err

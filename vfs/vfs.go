@@ -120,7 +120,8 @@ type FS struct {
 	async    bool
 	kernel   bool // open_by_handle_at works
 	switchID bool // running as root: switch fsuid per operation
-	index    *index
+	index    *index // fallback mode: where each handle's object is
+	hints    *index // kernel mode: where moved files are (reconnect.go)
 	rootFH   Handle
 }
 
@@ -154,6 +155,12 @@ func Open(dir string, opts Options) (*FS, error) {
 	fs.switchID = os.Geteuid() == 0
 	if !opts.ForceIndex {
 		fs.kernel = probeKernelHandles(fd)
+	}
+	if fs.kernel && opts.IndexDir != "" {
+		if fs.hints, err = openIndex(filepath.Join(opts.IndexDir, "parents")); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	if !fs.kernel {
 		if opts.IndexDir == "" {
