@@ -14,7 +14,10 @@
 // (FS_IOC_GETVERSION) and the export id. Resolution uses open_by_handle_at(2)
 // (needs CAP_DAC_READ_SEARCH, i.e. root). A handle whose inode was freed or
 // reused (generation changed) resolves to ErrStale. Nothing is kept in memory,
-// so handles survive a server restart. When open_by_handle_at is unavailable
+// so handles survive a server restart: a non-directory's handle also carries
+// its directory's kernel handle, because a file whose dentry is not cached
+// decodes without a path and must be found again by inode number to prove it
+// lies inside the export (reconnect.go). When open_by_handle_at is unavailable
 // (not root), a persistent index under DATA/.tristore/vfs maps inode numbers
 // to (parent inode, name) and is updated whenever a handle is issued.
 //
@@ -118,8 +121,8 @@ type FS struct {
 	exportID uint32
 	readOnly bool
 	async    bool
-	kernel   bool // open_by_handle_at works
-	switchID bool // running as root: switch fsuid per operation
+	kernel   bool   // open_by_handle_at works
+	switchID bool   // running as root: switch fsuid per operation
 	index    *index // fallback mode: where each handle's object is
 	hints    *index // kernel mode: where moved files are (reconnect.go)
 	rootFH   Handle
