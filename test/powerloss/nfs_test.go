@@ -352,17 +352,12 @@ func TestNFSPowerLoss(t *testing.T) {
 }
 
 // TestNFSOldHandlesAfterPowerLoss: an NFS file handle must survive a
-// server reboot (RFC 1813 handles are persistent). It fails on main today:
-// vfs encodes kernel handles without AT_HANDLE_CONNECTABLE, so after a
-// reboot (a cold dcache) open_by_handle_at of a regular file yields a
-// disconnected dentry whose /proc path is "/", and resolve calls the
-// handle stale. The same happens on ext4 (drop_caches shows it), so the
-// power-loss file system reproduces it faithfully. Opt in with
-// TRISTORE_POWERLOSS_HANDLES=1 until vfs is fixed.
+// server reboot (RFC 1813 handles are persistent). It used to fail: after
+// a reboot (a cold dcache) open_by_handle_at of a regular file yields a
+// disconnected dentry whose /proc path is "/", and vfs called the handle
+// stale. vfs now finds the file again through the directory its handle
+// carries (vfs/reconnect.go).
 func TestNFSOldHandlesAfterPowerLoss(t *testing.T) {
-	if os.Getenv("TRISTORE_POWERLOSS_HANDLES") != "1" {
-		t.Skip("known bug (vfs kernel handles of files go stale after a reboot); TRISTORE_POWERLOSS_HANDLES=1 runs it")
-	}
 	r := newRig(t, ourBin(t))
 	ops := allNFSOps
 	ops.oldHandles = true
