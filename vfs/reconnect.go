@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,10 +50,38 @@ import (
 
 // searchMaxEntries and searchMaxTime bound the last-resort search of the
 // export for an inode number (one resolve; the next finds the hint).
+// A search that found nothing is not repeated for missTTL, so a client
+// retrying a handle of an object outside the export (or beyond the bound)
+// does not walk the tree on every call.
 const (
 	searchMaxEntries = 1_000_000
 	searchMaxTime    = 5 * time.Second
+	missTTL          = 30 * time.Second
+	missMax          = 4096
 )
+
+// missCache remembers inodes a search did not find (at most missMax; when
+// full it starts over, which costs searches, never a wrong answer).
+type missCache struct {
+	mu sync.Mutex
+	m  map[[2]uint64]time.Time
+}
+
+func (c *missCache) recent(ino, dev uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[[2]uint64{ino, dev}]
+	return ok && time.Since(t) < missTTL
+}
+
+func (c *missCache) add(ino, dev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= missMax {
+		c.m = make(map[[2]uint64]time.Time)
+	}
+	c.m[[2]uint64{ino, dev}] = time.Now()
+}
 
 // kernelHandles parses the kernel handle of h and, if h carries one, its
 // parent directory's kernel handle.
@@ -118,8 +147,12 @@ func (fs *FS) reconnect(o *obj, parent *unix.FileHandle) error {
 			return nil
 		}
 	}
+	if fs.missed.recent(o.st.Ino, o.st.Dev) {
+		return ErrStale
+	}
 	rel, name, ok := fs.search(o.st.Ino)
 	if !ok {
+		fs.missed.add(o.st.Ino, o.st.Dev)
 		return ErrStale
 	}
 	dfd, err := unix.Openat(fs.rootFd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -110,7 +110,8 @@ type Options struct {
 	Async bool
 }
 
-// FS is one exported subtree. It keeps no per-file state; it is safe for
+// FS is one exported subtree. It keeps no per-file state (beyond a small
+// cache of handles that a search failed to find, reconnect.go); it is safe for
 // concurrent use.
 type FS struct {
 	root     string // absolute, symlinks resolved
@@ -125,6 +126,7 @@ type FS struct {
 	switchID bool   // running as root: switch fsuid per operation
 	index    *index // fallback mode: where each handle's object is
 	hints    *index // kernel mode: where moved files are (reconnect.go)
+	missed   missCache
 	rootFH   Handle
 }
 
@@ -160,9 +162,10 @@ func Open(dir string, opts Options) (*FS, error) {
 		fs.kernel = probeKernelHandles(fd)
 	}
 	if fs.kernel && opts.IndexDir != "" {
-		if fs.hints, err = openIndex(filepath.Join(opts.IndexDir, "parents")); err != nil {
-			unix.Close(fd)
-			return nil, err
+		// Hints only save searches (reconnect.go), so a data directory
+		// where they cannot be kept (read-only) is still served.
+		if ix, err := openIndex(filepath.Join(opts.IndexDir, "parents")); err == nil {
+			fs.hints = ix
 		}
 	}
 	if !fs.kernel {
