@@ -1,0 +1,460 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	fs3 "github.com/tristore/tristore/frontend/s3"
+	"github.com/tristore/tristore/iam"
+	"github.com/tristore/tristore/store/posix"
+)
+
+const (
+	testAK = "TRISTORETESTROOT0001"
+	testSK = "tristore-test-root-secret-0001"
+	chunk  = MinPartSize
+)
+
+// startServer serves frontend/s3 over posix.Open(tempdir) with SigV4 and
+// the root user testAK/testSK, as test/s3peers does; it returns the
+// endpoint URL.
+func startServer(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := posix.Open(dir, posix.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := iam.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := users.EnsureRoot(testAK, testSK); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fs3.New(st, fs3.Options{Log: log, Auth: fs3.NewSigV4Auth(users, "us-east-1"), Authz: fs3.NewPolicyAuthz()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("server did not stop")
+		}
+		st.Close()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func testConfig(endpoint string, par int) Config {
+	return Config{Endpoint: endpoint, AccessKey: testAK, SecretKey: testSK, PathStyle: true,
+		ChunkSize: chunk, Parallelism: par, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond}
+}
+
+func newEngine(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func mkBucket(t *testing.T, e *Engine, b string) {
+	t.Helper()
+	if _, err := e.API().CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: &b}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randBytes(seed uint64, n int64) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// memWriterAt is an in-memory io.WriterAt of a known size.
+type memWriterAt struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (m *memWriterAt) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end := off + int64(len(p)); end > int64(len(m.buf)) {
+		m.buf = append(m.buf, make([]byte, end-int64(len(m.buf)))...)
+	}
+	return copy(m.buf[off:], p), nil
+}
+
+func TestRoundTrip(t *testing.T) {
+	ep := startServer(t)
+	setup := newEngine(t, testConfig(ep, 1))
+	mkBucket(t, setup, "rtb")
+	sizes := []int64{0, 1, chunk - 1, chunk, chunk + 1, 5*chunk + 7}
+	for _, par := range []int{1, 3, 8} {
+		up := newEngine(t, testConfig(ep, par))
+		// Downloads also run with a smaller chunk, so range boundaries
+		// fall elsewhere than part boundaries.
+		dcfg := testConfig(ep, par)
+		dcfg.ChunkSize = 1 << 20
+		down := newEngine(t, dcfg)
+		for i, size := range sizes {
+			key := fmt.Sprintf("p%d/s%d", par, size)
+			data := randBytes(uint64(i*10+par), size)
+			res, err := up.Upload(context.Background(), "rtb", key, bytes.NewReader(data), size)
+			if err != nil {
+				t.Fatalf("par %d size %d: %v", par, size, err)
+			}
+			if res.Bytes != size || res.Retries != 0 {
+				t.Errorf("par %d size %d: upload result %+v", par, size, res)
+			}
+			wantReq := 1
+			if size > chunk {
+				wantReq = 2 + int((size+chunk-1)/chunk)
+			}
+			if res.Requests != wantReq {
+				t.Errorf("par %d size %d: %d upload requests, want %d", par, size, res.Requests, wantReq)
+			}
+			for _, e := range []*Engine{up, down} {
+				var got memWriterAt
+				res, err := e.Download(context.Background(), "rtb", key, &got)
+				if err != nil {
+					t.Fatalf("par %d size %d chunk %d: download: %v", par, size, e.cfg.ChunkSize, err)
+				}
+				if !bytes.Equal(got.buf, data) {
+					t.Fatalf("par %d size %d chunk %d: downloaded %d bytes differ from the %d uploaded", par, size, e.cfg.ChunkSize, len(got.buf), len(data))
+				}
+				if res.Bytes != size {
+					t.Errorf("download result %+v", res)
+				}
+			}
+		}
+		for _, e := range []*Engine{up, down} {
+			if p := e.pool.peak.Load(); p > int64(par) || (par > 1 && p < 2) {
+				t.Errorf("par %d: peak buffers in use %d", par, p)
+			}
+			if n := e.pool.inUse.Load(); n != 0 {
+				t.Errorf("par %d: %d buffers not returned", par, n)
+			}
+		}
+	}
+}
+
+// TestDownloadToFile writes through an *os.File, the WriterAt cp uses.
+func TestDownloadToFile(t *testing.T) {
+	ep := startServer(t)
+	e := newEngine(t, testConfig(ep, 4))
+	mkBucket(t, e, "fff")
+	data := randBytes(3, 3*chunk+11)
+	if _, err := e.Upload(context.Background(), "fff", "k", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := e.Download(context.Background(), "fff", "k", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if !bytes.Equal(got, data) {
+		t.Fatal("file content differs")
+	}
+	if res.Requests != 1+4 || res.LatencyP50Ms <= 0 || res.LatencyP99Ms < res.LatencyP50Ms || res.BandwidthBps <= 0 {
+		t.Errorf("result %+v", res)
+	}
+	j, err := json.Marshal(res)
+	if err != nil || !strings.Contains(string(j), `"latency_p99_ms"`) {
+		t.Errorf("json %s %v", j, err)
+	}
+}
+
+func TestMemoryBound(t *testing.T) {
+	_, err := New(Config{ChunkSize: 64 << 20, Parallelism: 16, MaxMemory: 512 << 20})
+	if !errors.Is(err, ErrMemoryBound) || !strings.Contains(err.Error(), "max memory") {
+		t.Fatalf("64 MiB × 16 under 512 MiB: %v", err)
+	}
+	if _, err := New(Config{ChunkSize: 32 << 20, Parallelism: 16, MaxMemory: 512 << 20}); err != nil {
+		t.Fatalf("exactly at the bound: %v", err)
+	}
+	// Concurrent transfers on one engine share its buffers: the peak never
+	// exceeds Parallelism, whatever the number of transfers.
+	ep := startServer(t)
+	e := newEngine(t, testConfig(ep, 2))
+	mkBucket(t, e, "mem")
+	data := randBytes(5, 4*chunk+1)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.Upload(context.Background(), "mem", fmt.Sprint(i), bytes.NewReader(data), int64(len(data)))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := e.pool.peak.Load(); p != 2 {
+		t.Errorf("peak buffers %d, want exactly Parallelism 2", p)
+	}
+}
+
+func TestChunkTooSmallForMultipart(t *testing.T) {
+	ep := startServer(t)
+	cfg := testConfig(ep, 2)
+	cfg.ChunkSize = 1 << 20
+	e := newEngine(t, cfg)
+	mkBucket(t, e, "small")
+	_, err := e.Upload(context.Background(), "small", "k", bytes.NewReader(make([]byte, 3<<20)), 3<<20)
+	if err == nil || !strings.Contains(err.Error(), "minimum part size") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// faultProxy forwards to the server, but answers the first fail requests
+// itself: with a 503 SlowDown, a bare status code, or a TCP reset.
+type faultProxy struct {
+	url      string
+	fail     atomic.Int64
+	mode     string // "503", "reset", or a status code like "403"
+	requests atomic.Int64
+	methods  sync.Map // "METHOD query-shape" -> count
+}
+
+func newFaultProxy(t *testing.T, backend, mode string, fail int) *faultProxy {
+	u, _ := url.Parse(backend)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	p := &faultProxy{mode: mode}
+	p.fail.Store(int64(fail))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		shape := r.Method
+		for _, q := range []string{"partNumber", "uploads", "uploadId"} {
+			if r.URL.Query().Has(q) {
+				shape += " " + q
+				break
+			}
+		}
+		v, _ := p.methods.LoadOrStore(shape, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		if p.fail.Add(-1) >= 0 {
+			io.Copy(io.Discard, r.Body)
+			switch p.mode {
+			case "reset":
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.(*net.TCPConn).SetLinger(0)
+					conn.Close()
+				}
+			case "503":
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(503)
+				io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			default:
+				var code int
+				fmt.Sscan(p.mode, &code)
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(code)
+				io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+			}
+			return
+		}
+		rp.ServeHTTP(w, r) // r.Host stays the proxy's, as the client signed it
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+func (p *faultProxy) count(shape string) int64 {
+	v, ok := p.methods.Load(shape)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+func TestRetries(t *testing.T) {
+	ep := startServer(t)
+	mkBucket(t, newEngine(t, testConfig(ep, 1)), "retry")
+	data := randBytes(9, 3*chunk+5)
+	for _, mode := range []string{"503", "reset"} {
+		t.Run(mode, func(t *testing.T) {
+			const fail = 3
+			px := newFaultProxy(t, ep, mode, fail)
+			cfg := testConfig(px.url, 3)
+			if mode == "reset" {
+				// Go's transport silently re-sends a GET/HEAD once when a
+				// reused connection dies before answering; with fresh
+				// connections every reset reaches our loop and is counted.
+				cfg.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			}
+			e := newEngine(t, cfg)
+			key := "k-" + mode
+			res, err := e.Upload(context.Background(), "retry", key, bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatalf("upload through %d faults: %v", fail, err)
+			}
+			if res.Retries != fail || res.Requests != 2+4+fail {
+				t.Errorf("upload result %+v, want %d retries, %d requests", res, fail, 2+4+fail)
+			}
+			if got := px.requests.Load(); got != int64(res.Requests) {
+				t.Errorf("proxy saw %d requests, result says %d", got, res.Requests)
+			}
+			px.fail.Store(fail)
+			var got memWriterAt
+			res, err = e.Download(context.Background(), "retry", key, &got)
+			if err != nil {
+				t.Fatalf("download through %d faults: %v", fail, err)
+			}
+			if !bytes.Equal(got.buf, data) {
+				t.Fatal("content differs")
+			}
+			if res.Retries != fail || res.Requests != 1+4+fail {
+				t.Errorf("download result %+v", res)
+			}
+			if got := px.requests.Load(); got != int64(2+4+fail+res.Requests) {
+				t.Errorf("proxy saw %d requests in all, results say %d", got, 2+4+fail+res.Requests)
+			}
+		})
+	}
+	t.Run("exhausted", func(t *testing.T) {
+		px := newFaultProxy(t, ep, "503", 100)
+		cfg := testConfig(px.url, 1)
+		cfg.Retries = 2
+		e := newEngine(t, cfg)
+		res, err := e.Upload(context.Background(), "retry", "x", bytes.NewReader([]byte("hi")), 2)
+		if err == nil || !strings.Contains(err.Error(), "SlowDown") || !strings.Contains(err.Error(), "s3://retry/x") {
+			t.Fatalf("got %v", err)
+		}
+		if res.Requests != 3 || res.Retries != 2 || px.requests.Load() != 3 {
+			t.Errorf("result %+v, proxy %d", res, px.requests.Load())
+		}
+	})
+}
+
+func TestNoRetryOn4xx(t *testing.T) {
+	ep := startServer(t)
+	mkBucket(t, newEngine(t, testConfig(ep, 1)), "bbb")
+	t.Run("403", func(t *testing.T) {
+		px := newFaultProxy(t, ep, "403", 100)
+		e := newEngine(t, testConfig(px.url, 2))
+		res, err := e.Upload(context.Background(), "bbb", "k", bytes.NewReader([]byte("x")), 1)
+		if err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+			t.Fatalf("got %v", err)
+		}
+		if res.Requests != 1 || res.Retries != 0 || px.requests.Load() != 1 {
+			t.Errorf("result %+v, proxy saw %d", res, px.requests.Load())
+		}
+	})
+	t.Run("NoSuchBucket", func(t *testing.T) {
+		e := newEngine(t, testConfig(ep, 2))
+		res, err := e.Upload(context.Background(), "nope", "k", bytes.NewReader(make([]byte, 2*chunk)), 2*chunk)
+		if err == nil || !strings.Contains(err.Error(), "NoSuchBucket") {
+			t.Fatalf("got %v", err)
+		}
+		if res.Requests != 1 || res.Retries != 0 {
+			t.Errorf("result %+v", res)
+		}
+	})
+	t.Run("NoSuchKey", func(t *testing.T) {
+		e := newEngine(t, testConfig(ep, 2))
+		var w memWriterAt
+		res, err := e.Download(context.Background(), "bbb", "missing", &w)
+		if err == nil || !strings.Contains(err.Error(), "s3://bbb/missing") {
+			t.Fatalf("got %v", err)
+		}
+		if res.Requests != 1 || res.Retries != 0 {
+			t.Errorf("result %+v", res)
+		}
+	})
+}
+
+// cancellingReader cancels the transfer once a read reaches at.
+type cancellingReader struct {
+	io.ReaderAt
+	at     int64
+	cancel context.CancelFunc
+}
+
+func (c *cancellingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= c.at {
+		c.cancel()
+	}
+	return c.ReaderAt.ReadAt(p, off)
+}
+
+func TestCancelAbortsUpload(t *testing.T) {
+	ep := startServer(t)
+	px := newFaultProxy(t, ep, "503", 0)
+	e := newEngine(t, testConfig(px.url, 1))
+	mkBucket(t, e, "ccc")
+	data := randBytes(11, 4*chunk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &cancellingReader{ReaderAt: bytes.NewReader(data), at: 2 * chunk, cancel: cancel}
+	_, err := e.Upload(ctx, "ccc", "k", r, int64(len(data)))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if n := px.count("PUT partNumber"); n < 2 {
+		t.Fatalf("only %d parts uploaded before the cancel; the test proves nothing", n)
+	}
+	if n := px.count("DELETE uploadId"); n != 1 {
+		t.Errorf("%d aborts sent, want 1", n)
+	}
+	out, err := e.API().ListMultipartUploads(context.Background(), &awss3.ListMultipartUploadsInput{Bucket: aws.String("ccc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Uploads) != 0 {
+		t.Errorf("%d multipart uploads left behind", len(out.Uploads))
+	}
+	if _, err := e.API().HeadObject(context.Background(), &awss3.HeadObjectInput{Bucket: aws.String("ccc"), Key: aws.String("k")}); err == nil {
+		t.Error("a cancelled upload published an object")
+	}
+}
