@@ -281,6 +281,24 @@ func newFaultProxy(t *testing.T, backend, mode string, fail int) *faultProxy {
 		}
 		v, _ := p.methods.LoadOrStore(shape, new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)
+		if p.mode == "corrupt" {
+			if r.Method == http.MethodGet && p.fail.Add(-1) >= 0 {
+				rec := httptest.NewRecorder()
+				rp.ServeHTTP(rec, r)
+				body := rec.Body.Bytes()
+				if len(body) > 0 {
+					body[len(body)/2] ^= 0x40
+				}
+				for k, v := range rec.Header() {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(rec.Code)
+				w.Write(body)
+				return
+			}
+			rp.ServeHTTP(w, r)
+			return
+		}
 		if p.fail.Add(-1) >= 0 {
 			io.Copy(io.Discard, r.Body)
 			switch p.mode {
@@ -362,6 +380,25 @@ func TestRetries(t *testing.T) {
 			}
 		})
 	}
+	t.Run("corrupt", func(t *testing.T) {
+		// A byte flipped in transit: the stored CRC32C catches it and the
+		// GET is repeated.
+		small := randBytes(13, 1000)
+		e := newEngine(t, testConfig(ep, 1))
+		if _, err := e.Upload(context.Background(), "retry", "small", bytes.NewReader(small), 1000); err != nil {
+			t.Fatal(err)
+		}
+		px := newFaultProxy(t, ep, "corrupt", 1)
+		e = newEngine(t, testConfig(px.url, 1))
+		var got memWriterAt
+		res, err := e.Download(context.Background(), "retry", "small", &got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.buf, small) || res.Retries != 1 || res.Requests != 3 {
+			t.Errorf("equal %v, result %+v", bytes.Equal(got.buf, small), res)
+		}
+	})
 	t.Run("exhausted", func(t *testing.T) {
 		px := newFaultProxy(t, ep, "503", 100)
 		cfg := testConfig(px.url, 1)
