@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // MinPartSize is S3's smallest part (all but the last) of a multipart
@@ -54,6 +55,11 @@ var ErrMemoryBound = errors.New("chunk size × parallelism exceeds the memory bo
 // ErrChecksum reports bytes that arrived but do not match what the server
 // says it stored; it is retried, as a corruption in transit would be.
 var ErrChecksum = errors.New("checksum mismatch")
+
+// ErrChanged reports an object replaced while it was being downloaded (its
+// ETag no longer matched); what was written so far is a mix and must not be
+// used.
+var ErrChanged = errors.New("object changed during download")
 
 // Config configures an Engine. Zero fields take the defaults above.
 type Config struct {
@@ -384,6 +390,10 @@ func (e *Engine) Download(ctx context.Context, bucket, key string, w io.WriterAt
 	st := newStats()
 	size, err := e.download(ctx, st, bucket, key, w)
 	res := st.result(size)
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed {
+		err = fmt.Errorf("%w: %w", ErrChanged, err)
+	}
 	if err != nil {
 		res.Bytes = 0
 		return res, fmt.Errorf("download s3://%s/%s: %w", bucket, key, err)
@@ -451,7 +461,7 @@ func (e *Engine) download(ctx context.Context, st *stats, bucket, key string, w 
 			}
 			defer out.Body.Close()
 			if got := aws.ToString(out.ETag); etag != nil && got != "" && got != *etag {
-				return fmt.Errorf("range %s: ETag %s, want %s: object changed during download", rng, got, *etag)
+				return fmt.Errorf("range %s: ETag %s, want %s: %w", rng, got, *etag, ErrChanged)
 			}
 			return readBody(out.Body, b, aws.ToInt64(out.ContentLength))
 		})

@@ -495,3 +495,42 @@ func TestCancelAbortsUpload(t *testing.T) {
 		t.Error("a cancelled upload published an object")
 	}
 }
+
+// replacingWriter overwrites the object with other bytes on its first
+// write, as another client might mid-download.
+type replacingWriter struct {
+	memWriterAt
+	once    sync.Once
+	replace func()
+}
+
+func (r *replacingWriter) WriteAt(p []byte, off int64) (int, error) {
+	r.once.Do(r.replace)
+	return r.memWriterAt.WriteAt(p, off)
+}
+
+func TestDownloadObjectChanged(t *testing.T) {
+	ep := startServer(t)
+	cfg := testConfig(ep, 1)
+	cfg.ChunkSize = 1 << 20
+	e := newEngine(t, cfg)
+	up := newEngine(t, testConfig(ep, 1))
+	mkBucket(t, e, "chg")
+	data := randBytes(21, 3<<20)
+	if _, err := up.Upload(context.Background(), "chg", "k", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	w := &replacingWriter{replace: func() {
+		other := randBytes(22, 3<<20)
+		if _, err := up.Upload(context.Background(), "chg", "k", bytes.NewReader(other), int64(len(other))); err != nil {
+			t.Error(err)
+		}
+	}}
+	res, err := e.Download(context.Background(), "chg", "k", w)
+	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "s3://chg/k") {
+		t.Fatalf("got %v, want ErrChanged", err)
+	}
+	if res.Retries != 0 || res.Bytes != 0 {
+		t.Errorf("result %+v", res)
+	}
+}
