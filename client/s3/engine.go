@@ -80,6 +80,11 @@ type Config struct {
 	BackoffBase time.Duration // default 100 ms
 	BackoffMax  time.Duration // default 5 s
 
+	// RequestTimeout bounds one attempt of one request, body included;
+	// an attempt that runs over is retried. 0: no bound. Choose it above
+	// ChunkSize / (slowest expected per-connection bandwidth).
+	RequestTimeout time.Duration
+
 	// HTTPClient replaces the engine's own (a pool sized for Parallelism).
 	HTTPClient *http.Client
 }
@@ -273,6 +278,9 @@ func (e *Engine) upload(ctx context.Context, st *stats, bucket, key string, r io
 		}
 		return err
 	})
+	if err == nil && uploadID == "" {
+		err = errors.New("CreateMultipartUpload answered without an UploadId")
+	}
 	if err != nil {
 		return err
 	}

@@ -308,6 +308,12 @@ func newFaultProxy(t *testing.T, backend, mode string, fail int) *faultProxy {
 					conn.(*net.TCPConn).SetLinger(0)
 					conn.Close()
 				}
+			case "stall":
+				// Answer nothing until the client gives up.
+				select {
+				case <-r.Context().Done():
+				case <-time.After(10 * time.Second):
+				}
 			case "503":
 				w.Header().Set("Content-Type", "application/xml")
 				w.WriteHeader(503)
@@ -397,6 +403,25 @@ func TestRetries(t *testing.T) {
 		}
 		if !bytes.Equal(got.buf, small) || res.Retries != 1 || res.Requests != 3 {
 			t.Errorf("equal %v, result %+v", bytes.Equal(got.buf, small), res)
+		}
+	})
+	t.Run("stall", func(t *testing.T) {
+		px := newFaultProxy(t, ep, "stall", 2)
+		cfg := testConfig(px.url, 2)
+		cfg.RequestTimeout = 300 * time.Millisecond
+		e := newEngine(t, cfg)
+		small := randBytes(17, 2*chunk+3)
+		start := time.Now()
+		res, err := e.Upload(context.Background(), "retry", "stalled", bytes.NewReader(small), int64(len(small)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Retries != 2 || time.Since(start) > 8*time.Second {
+			t.Errorf("result %+v after %v", res, time.Since(start))
+		}
+		var got memWriterAt
+		if _, err := e.Download(context.Background(), "retry", "stalled", &got); err != nil || !bytes.Equal(got.buf, small) {
+			t.Fatalf("read back: %v", err)
 		}
 	})
 	t.Run("exhausted", func(t *testing.T) {

@@ -17,10 +17,17 @@ import (
 // do runs one request with the engine's retry policy: up to Retries more
 // attempts on retryable errors, sleeping with exponential backoff and full
 // jitter. Every attempt counts as a request and its latency is recorded.
+// Each attempt gets at most RequestTimeout (body included), so a stalled
+// server costs one timeout and a retry, not the whole transfer.
 func (e *Engine) do(ctx context.Context, st *stats, fn func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		err := fn(ctx)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if e.cfg.RequestTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, e.cfg.RequestTimeout)
+		}
+		err := fn(actx)
+		cancel()
 		st.record(time.Since(start))
 		if err == nil {
 			return nil
@@ -29,7 +36,11 @@ func (e *Engine) do(ctx context.Context, st *stats, fn func(context.Context) err
 			return err
 		}
 		st.retried()
-		backoff := min(e.cfg.BackoffMax, e.cfg.BackoffBase<<min(attempt, 30))
+		backoff := e.cfg.BackoffBase
+		for i := 0; i < attempt && backoff < e.cfg.BackoffMax; i++ {
+			backoff *= 2
+		}
+		backoff = min(backoff, e.cfg.BackoffMax)
 		t := time.NewTimer(rand.N(backoff) + 1)
 		select {
 		case <-t.C:

@@ -29,6 +29,7 @@ func init() {
 		fs.Int("parallel", s3client.DefaultParallelism, "parts in flight")
 		sizeFlag(fs, "max-memory", s3client.DefaultMaxMemory, "bound on chunk-size × parallel; a larger product is an error")
 		fs.Int("retries", s3client.DefaultRetries, "retries per request on 5xx, throttling, timeouts and resets (never on other 4xx); 0: none")
+		fs.Duration("request-timeout", 0, "bound on one attempt of one request, body included; an attempt over it is retried (0: none)")
 		fs.Bool("json", false, "print the transfer summary as JSON on stdout")
 		s3.AddCommand(&cobra.Command{
 			Use:   "cp SRC DST",
@@ -80,12 +81,13 @@ func s3Engine() (*s3client.Engine, error) {
 	}
 	return s3client.New(s3client.Config{
 		ChunkSize: chunk, Parallelism: par, MaxMemory: maxMem, Retries: retries,
-		Endpoint:  firstOf("endpoint", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-		Region:    firstOf("region", "AWS_REGION", "AWS_DEFAULT_REGION"),
-		AccessKey: firstOf("access-key", "AWS_ACCESS_KEY_ID"),
-		SecretKey: firstOf("secret-key", "AWS_SECRET_ACCESS_KEY"),
-		Token:     os.Getenv("AWS_SESSION_TOKEN"),
-		PathStyle: cfg.GetBool("path-style"),
+		Endpoint:       firstOf("endpoint", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+		Region:         firstOf("region", "AWS_REGION", "AWS_DEFAULT_REGION"),
+		AccessKey:      firstOf("access-key", "AWS_ACCESS_KEY_ID"),
+		SecretKey:      firstOf("secret-key", "AWS_SECRET_ACCESS_KEY"),
+		Token:          os.Getenv("AWS_SESSION_TOKEN"),
+		PathStyle:      cfg.GetBool("path-style"),
+		RequestTimeout: cfg.GetDuration("request-timeout"),
 	})
 }
 
