@@ -2,12 +2,12 @@ package raid
 
 import "encoding/binary"
 
-// xorInto sets dst[i] ^= src[i] for i < len(dst); len(src) >= len(dst).
+// xorInto sets dst[i] ^= src[i] for i < min(len(dst), len(src)).
 // It works 8 bytes at a time through encoding/binary (which the compiler
 // lowers to plain 64-bit loads and stores), four words per iteration.
 func xorInto(dst, src []byte) {
-	n := len(dst)
-	src = src[:n]
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
 	i := 0
 	le := binary.LittleEndian
 	for ; i+32 <= n; i += 32 {
