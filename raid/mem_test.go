@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/tristore/tristore/blockdev"
 )
@@ -22,6 +23,7 @@ type memDevice struct {
 	short   bool // reads return half the bytes
 	garbage bool // reads return flipped bytes
 	closed  bool
+	delay   time.Duration // per I/O, outside the lock, to widen races
 }
 
 type pendingWrite struct {
@@ -34,6 +36,9 @@ func newMem(size int64) *memDevice {
 }
 
 func (m *memDevice) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.failed {
@@ -55,6 +60,9 @@ func (m *memDevice) ReadAt(ctx context.Context, p []byte, off int64) (int, error
 }
 
 func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.failed {

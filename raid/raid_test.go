@@ -137,18 +137,24 @@ func TestRandomOps(t *testing.T) {
 // the same few stripes must leave parity consistent (per-stripe locking).
 func TestConcurrentStripeWrites(t *testing.T) {
 	ctx := context.Background()
-	_, ds := mems(4, DataOffset+8*chunkT)
+	ms, ds := mems(4, DataOffset+2*chunkT)
 	a, err := Create(ctx, 5, chunkT, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, m := range ms {
+		m.delay = 20 * time.Microsecond
+	}
 	ref := make([]byte, a.Size())
-	done := make(chan error, 8)
-	for g := range 8 {
+	// Goroutine g owns data chunk g (6 chunks in 2 rows) and writes random
+	// blocks in it, so writers of one row update the same parity ranges.
+	const G = 6
+	done := make(chan error, G)
+	for g := range G {
 		go func() {
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 50 {
-				blk := int64(r.IntN(int(a.Size()/512/8)))*8 + int64(g)
+				blk := int64(g)*chunkT/512 + int64(r.IntN(chunkT/512))
 				p := bytes.Repeat([]byte{byte(r.Uint32())}, 512)
 				if _, err := a.WriteAt(ctx, p, blk*512); err != nil {
 					done <- err
@@ -159,7 +165,7 @@ func TestConcurrentStripeWrites(t *testing.T) {
 			done <- nil
 		}()
 	}
-	for range 8 {
+	for range G {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
