@@ -56,6 +56,7 @@ func Assemble(ctx context.Context, members []blockdev.Device) (*Array, error) {
 		rebuild: ref.RebuildIdx, region: ref.RegionSize}
 	if a.rebuild >= 0 {
 		a.rebPos = ref.RebuildPos / a.chunk
+		a.rebCk = a.rebPos
 	}
 	for i, sb := range sbs {
 		m := members[i]
@@ -81,7 +82,7 @@ func Assemble(ctx context.Context, members []blockdev.Device) (*Array, error) {
 		}
 	}
 	if a.rebuild >= 0 && a.devs[a.rebuild] == nil {
-		a.rebuild, a.rebPos = -1, 0
+		a.rebuild, a.rebPos, a.rebCk = -1, 0, 0
 	}
 	if !a.tolerable() {
 		return nil, fmt.Errorf("%w: %d of %d members present", ErrArrayFailed, len(members), a.n)
@@ -112,10 +113,18 @@ func (a *Array) resync(ctx context.Context) error {
 	if len(regions) == 0 {
 		return nil
 	}
-	if a.nfailed() > 0 || a.rebuild >= 0 {
+	if a.nfailed() > 0 {
 		return fmt.Errorf("%w (%d dirty regions)", ErrDirtyDegraded, len(regions))
 	}
 	rows := a.memberSize / a.chunk
+	if a.rebuild >= 0 {
+		// Rows past the rebuild checkpoint are degraded on the new member.
+		for _, r := range regions {
+			if (r+1)*a.region/a.chunk > a.rebPos {
+				return fmt.Errorf("%w (region %d beyond the rebuild checkpoint)", ErrDirtyDegraded, r)
+			}
+		}
+	}
 	for _, r := range regions {
 		for row := r * a.region / a.chunk; row < min(rows, (r+1)*a.region/a.chunk); row++ {
 			if _, err := a.syncRow(ctx, row, true); err != nil {

@@ -66,7 +66,8 @@ type Array struct {
 	stopped  bool
 	closed   bool
 	rebuild  int   // slot being rebuilt, -1 none
-	rebPos   int64 // rows below rebPos*chunk are in sync on the rebuild slot
+	rebPos   int64 // rows below rebPos are in sync on the rebuild slot
+	rebCk    int64 // rows below rebCk are also durable there (the checkpoint)
 	region   int64 // member bytes per bitmap bit
 	bitmap   []byte
 	inflight map[int64]int    // region -> writes in progress
@@ -181,7 +182,7 @@ func (a *Array) initBitmap(bm []byte) {
 func (a *Array) sbFor(i int, dirty bool) *superblock {
 	s := &superblock{Level: a.level, UUID: a.uuid, Chunk: int(a.chunk), Members: a.n, Index: i,
 		BlockSize: a.bs, DataOffset: a.dataOff, MemberSize: a.memberSize, Events: a.events, Dirty: dirty,
-		RebuildIdx: a.rebuild, RebuildPos: a.rebPos * a.chunk, RegionSize: a.region, Bitmap: a.bitmap}
+		RebuildIdx: a.rebuild, RebuildPos: a.rebCk * a.chunk, RegionSize: a.region, Bitmap: a.bitmap}
 	for j, f := range a.failed {
 		if f {
 			s.FailedMask |= 1 << j
@@ -278,8 +279,7 @@ func (a *Array) fail(ctx context.Context, i int, err error) error {
 	}
 	if i == a.rebuild {
 		// The replacement died: abandon the rebuild, the slot stays failed.
-		a.rebuild = -1
-		a.rebPos = 0
+		a.rebuild, a.rebPos, a.rebCk = -1, 0, 0
 	}
 	a.failed[i] = true
 	a.events++
@@ -555,7 +555,7 @@ func (a *Array) Flush(ctx context.Context) error {
 	defer a.mu.Unlock()
 	changed := false
 	for r := range int64(len(a.bitmap) * 8) {
-		if a.bitmap[r/8]&(1<<(r%8)) != 0 && a.inflight[r] == 0 && a.lastGen[r] <= startGen && a.rebuild < 0 {
+		if a.bitmap[r/8]&(1<<(r%8)) != 0 && a.inflight[r] == 0 && a.lastGen[r] <= startGen {
 			a.bitmap[r/8] &^= 1 << (r % 8)
 			delete(a.lastGen, r)
 			delete(a.inflight, r)

@@ -1,0 +1,154 @@
+package raid
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tristore/tristore/blockdev"
+)
+
+// checkpointRows is how many rebuilt rows pass between checkpoints: the new
+// member is flushed and the position recorded in every superblock, so a
+// restart resumes from there instead of from zero.
+const checkpointRows = 64
+
+// Progress reports rebuild progress in member data bytes.
+type Progress func(done, total int64)
+
+// Replace puts newDev in failed (or missing) slot idx of a RAID-5 and
+// rebuilds it online: reads and writes keep flowing, rows below the
+// rebuild position are served by the new member, rows above it are still
+// degraded. The position is checkpointed in the superblocks so that after
+// a restart Assemble + Resume continue from the checkpoint. Everything
+// newDev held is overwritten.
+func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, progress Progress) error {
+	if a.level != 5 {
+		return fmt.Errorf("raid: level %d has no redundancy to rebuild from", a.level)
+	}
+	a.mu.Lock()
+	switch {
+	case idx < 0 || idx >= a.n:
+		a.mu.Unlock()
+		return fmt.Errorf("raid: slot %d out of range (0..%d)", idx, a.n-1)
+	case !a.failed[idx]:
+		a.mu.Unlock()
+		return fmt.Errorf("raid: slot %d is in sync; fail it first", idx)
+	case a.rebuild >= 0:
+		a.mu.Unlock()
+		return fmt.Errorf("raid: slot %d is already being rebuilt", a.rebuild)
+	case newDev.Size() < a.dataOff+a.memberSize || a.bs%newDev.BlockSize() != 0:
+		a.mu.Unlock()
+		return fmt.Errorf("%w: replacement is %d bytes (block %d), need %d (block %d)", ErrMismatch, newDev.Size(), newDev.BlockSize(), a.dataOff+a.memberSize, a.bs)
+	}
+	if old := a.devs[idx]; old != nil {
+		_ = old.Close()
+	}
+	a.devs[idx] = newDev
+	a.rebuild, a.rebPos, a.rebCk = idx, 0, 0
+	a.events++
+	err := a.writeSuperblocks(context.WithoutCancel(ctx), true)
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return a.Resume(ctx, progress)
+}
+
+// Rebuilding reports the slot being rebuilt (-1 none) and the checkpoint.
+func (a *Array) Rebuilding() (slot int, pos int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rebuild, a.rebPos * a.chunk
+}
+
+// Resume continues an interrupted rebuild (found by Assemble) from its
+// checkpoint; it does nothing if no rebuild is recorded.
+func (a *Array) Resume(ctx context.Context, progress Progress) error {
+	a.mu.Lock()
+	idx, start := a.rebuild, a.rebPos
+	a.mu.Unlock()
+	if idx < 0 {
+		return nil
+	}
+	rows := a.memberSize / a.chunk
+	for row := start; row < rows; row++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := a.retry(ctx, func() error { return a.rebuildRow(ctx, idx, row) }); err != nil {
+			return fmt.Errorf("raid: rebuild of slot %d at row %d: %w", idx, row, err)
+		}
+		if (row+1)%checkpointRows == 0 || row+1 == rows {
+			if err := a.checkpoint(ctx, idx, row+1 == rows); err != nil {
+				return err
+			}
+		}
+		if progress != nil {
+			progress((row+1)*a.chunk, a.memberSize)
+		}
+	}
+	return nil
+}
+
+// rebuildRow reconstructs slot idx of one row from the other slots.
+func (a *Array) rebuildRow(ctx context.Context, idx int, row int64) error {
+	unlock := a.lockRow(row)
+	defer unlock()
+	a.mu.Lock()
+	if a.rebuild != idx {
+		a.mu.Unlock()
+		return fmt.Errorf("raid: rebuild of slot %d abandoned (replacement failed)", idx)
+	}
+	a.mu.Unlock()
+	_, nbad := a.rowState(row) // the rebuild slot itself is unusable here
+	if nbad > 1 {
+		return ErrArrayFailed
+	}
+	var others []int
+	for s := range a.n {
+		if s != idx {
+			others = append(others, s)
+		}
+	}
+	bufs := make([][]byte, a.n)
+	if err := a.readCols(ctx, row, 0, a.chunk, others, bufs); err != nil {
+		return err
+	}
+	col := make([]byte, a.chunk)
+	for _, s := range others {
+		xorInto(col, bufs[s])
+	}
+	if err := writeFull(ctx, a.devs[idx], col, a.moff(row, 0)); err != nil {
+		return &memberErr{idx, err}
+	}
+	a.mu.Lock()
+	a.rebPos = row + 1
+	a.mu.Unlock()
+	return nil
+}
+
+// checkpoint makes the rebuilt rows durable on the new member, then records
+// the position (or, when done, the slot as in sync) on every member.
+func (a *Array) checkpoint(ctx context.Context, idx int, done bool) error {
+	a.mu.Lock()
+	pos := a.rebPos
+	a.mu.Unlock()
+	if err := a.devs[idx].Flush(ctx); err != nil {
+		if ferr := a.fail(ctx, idx, err); ferr != nil {
+			return ferr
+		}
+		return fmt.Errorf("raid: replacement in slot %d failed: %w", idx, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rebuild != idx {
+		return fmt.Errorf("raid: rebuild of slot %d abandoned", idx)
+	}
+	a.rebCk = pos
+	if done {
+		a.failed[idx] = false
+		a.rebuild, a.rebPos, a.rebCk = -1, 0, 0
+		a.events++
+	}
+	return a.writeSuperblocks(context.WithoutCancel(ctx), true)
+}
