@@ -80,6 +80,11 @@ func Assemble(ctx context.Context, members []blockdev.Device) (*Array, error) {
 		if a.devs[s] == nil || ref.FailedMask&(1<<s) != 0 {
 			a.failed[s] = true
 		}
+		if a.devs[s] == nil && ref.FailedMask&(1<<s) == 0 {
+			// Started without this member: bump the generation so that if it
+			// comes back after degraded writes it is refused as stale.
+			a.events++
+		}
 	}
 	if a.rebuild >= 0 && a.devs[a.rebuild] == nil {
 		a.rebuild, a.rebPos, a.rebCk = -1, 0, 0
