@@ -24,6 +24,9 @@ type memDevice struct {
 	garbage bool // reads return flipped bytes
 	closed  bool
 	delay   time.Duration // per I/O, outside the lock, to widen races
+	// failAfter > 0: the device fails for good after that many more writes
+	// (a member vanishing mid-request).
+	failAfter int
 }
 
 type pendingWrite struct {
@@ -71,6 +74,12 @@ func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, erro
 	if off < 0 || off+int64(len(p)) > int64(len(m.cur)) {
 		return 0, blockdev.ErrOutOfRange
 	}
+	if m.failAfter > 0 {
+		if m.failAfter--; m.failAfter == 0 {
+			m.failed = true
+			return 0, errInjected
+		}
+	}
 	copy(m.cur[off:], p)
 	m.pending = append(m.pending, pendingWrite{off, append([]byte(nil), p...)})
 	return len(p), nil
@@ -102,9 +111,9 @@ func (m *memDevice) crash(keep func() bool) {
 }
 
 func (m *memDevice) setFailed(v bool) { m.mu.Lock(); m.failed = v; m.mu.Unlock() }
-func (m *memDevice) Size() int64       { return int64(len(m.cur)) }
-func (m *memDevice) BlockSize() int    { return m.bs }
-func (m *memDevice) Close() error      { return nil }
+func (m *memDevice) Size() int64      { return int64(len(m.cur)) }
+func (m *memDevice) BlockSize() int   { return m.bs }
+func (m *memDevice) Close() error     { return nil }
 
 // reopen returns a fresh handle on the same durable medium (after crash).
 func (m *memDevice) reopen() *memDevice {
