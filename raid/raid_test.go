@@ -285,6 +285,14 @@ func TestCheckFindsGarbage(t *testing.T) {
 	if mm, err := a.Check(ctx, false); err != nil || len(mm) != 0 {
 		t.Fatalf("after repair: %v %v", mm, err)
 	}
+	// A member that answers every read with garbage (no error) is caught
+	// by the scrub in every row.
+	ms[2].mu.Lock()
+	ms[2].garbage = true
+	ms[2].mu.Unlock()
+	if mm, err := a.Check(ctx, false); err != nil || len(mm) != 8 {
+		t.Fatalf("garbage member: %d mismatches (%v), want all 8 rows", len(mm), err)
+	}
 }
 
 func TestAssembleShuffledAndRefusals(t *testing.T) {
