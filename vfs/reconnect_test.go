@@ -243,3 +243,39 @@ func TestKernelHandlesAfterColdMount(t *testing.T) {
 		}
 	}
 }
+
+// FuzzKernelHandles: parsing a kernel-mode handle never panics, and what
+// it accepts accounts for every byte (a file handle, then optionally a
+// non-empty parent handle), so a handle with trailing junk or a bad
+// length is ErrBadHandle, not a different object.
+func FuzzKernelHandles(f *testing.F) {
+	file := append(make([]byte, 22), 8)
+	file[0], file[1] = handleVersion, flagKernel
+	file = append(file, 1, 2, 3, 4, 5, 6, 7, 8)
+	f.Add([]byte(file))
+	withParent := append(append([]byte(nil), file...), 8, 9, 9, 9, 9, 9, 9, 9, 9)
+	withParent[1] |= flagParent
+	f.Add(withParent)
+	f.Add(append(append([]byte(nil), withParent...), 0))
+	f.Add(file[:20])
+	fs := &FS{kernel: true}
+	f.Fuzz(func(t *testing.T, h []byte) {
+		kh, ph, err := fs.kernelHandles(Handle(h))
+		if err != nil {
+			if !errors.Is(err, ErrBadHandle) {
+				t.Fatalf("error %v, want ErrBadHandle", err)
+			}
+			return
+		}
+		n := 23 + len(kh.Bytes())
+		if ph != nil {
+			if len(ph.Bytes()) == 0 || h[1]&flagParent == 0 {
+				t.Fatalf("parent %x from %x", ph.Bytes(), h)
+			}
+			n += 1 + len(ph.Bytes())
+		}
+		if n != len(h) {
+			t.Fatalf("parsed %d of %d bytes of %x", n, len(h), h)
+		}
+	})
+}
