@@ -29,9 +29,9 @@ type server struct {
 	netns                             string // server namespace path, "" = host
 	addr                              map[string]string
 
+	sup     *supervisor
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	cur     int  // pid of the last serve started
 	stopped bool // SIGSTOPped
 	starts  int
 }
@@ -49,8 +49,8 @@ func freePort() (int, error) {
 // newServer picks the addresses: free ports on 127.0.0.1, or the
 // standard ports on the server side of an emulated link (a namespace of
 // its own, so nothing else uses them).
-func newServer(bin, dir, host, netns string) (*server, error) {
-	s := &server{bin: bin, data: filepath.Join(dir, "data"), cfgDir: filepath.Join(dir, "config"),
+func newServer(sup *supervisor, bin, dir, host, netns string) (*server, error) {
+	s := &server{sup: sup, bin: bin, data: filepath.Join(dir, "data"), cfgDir: filepath.Join(dir, "config"),
 		ready: filepath.Join(dir, "ready.json"), logPath: filepath.Join(dir, "serve.log"), netns: netns,
 		addr: map[string]string{}}
 	for _, d := range []string{s.data, s.cfgDir} {
@@ -86,40 +86,30 @@ func (s *server) env() []string {
 		"TRISTORE_ACCESS_KEY="+accessKey, "TRISTORE_SECRET_KEY="+secretKey)
 }
 
-// start launches serve and waits (at most timeout) for its ready file.
-// It returns how long that took.
+// start launches serve (through the supervisor) and waits (at most
+// timeout) for its ready file. It returns how long that took.
 func (s *server) start(timeout time.Duration) (time.Duration, error) {
 	t0 := time.Now()
 	os.Remove(s.ready)
 	args := []string{"serve", "--data", s.data, "--admin-addr", "off", "--ready-file", s.ready,
 		"--s3-addr", s.addr["s3"], "--nfs-addr", s.addr["nfs"], "--iscsi-addr", s.addr["iscsi"]}
-	var cmd *exec.Cmd
+	argv := append([]string{s.bin}, args...)
 	if s.netns != "" {
 		// The default export admits 127.0.0.0/8 only; the client side of
 		// the link is 192.0.2.1.
-		args = append(args, "--nfs-export", "/=rw,clients=127.0.0.0/8+192.0.2.0/24,no_root_squash")
-		cmd = exec.Command("nsenter", append([]string{"--net=" + s.netns, "--", s.bin}, args...)...)
-	} else {
-		cmd = exec.Command(s.bin, args...)
+		argv = append(argv, "--nfs-export", "/=rw,clients=127.0.0.0/8+192.0.2.0/24,no_root_squash")
+		argv = append([]string{"nsenter", "--net=" + s.netns, "--"}, argv...)
 	}
-	cmd.Env = s.env()
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintf(logf, "=== soak: start %d at %s\n", s.starts+1, t0.Format(time.RFC3339Nano))
+		logf.Close()
+	}
+	r, err := s.sup.call(superReq{Op: "start", Argv: argv, Env: s.env(), Log: s.logPath})
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(logf, "=== soak: start %d at %s\n", s.starts+1, t0.Format(time.RFC3339Nano))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group, and killed with the test process.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return 0, err
-	}
-	logf.Close()
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	s.mu.Lock()
-	s.cmd, s.exited, s.stopped = cmd, exited, false
+	s.cur, s.stopped = r.Pid, false
 	s.starts++
 	s.mu.Unlock()
 	deadline := time.Now().Add(timeout)
@@ -127,11 +117,10 @@ func (s *server) start(timeout time.Duration) (time.Duration, error) {
 		if b, err := os.ReadFile(s.ready); err == nil && json.Valid(b) {
 			return time.Since(t0), nil
 		}
-		select {
-		case <-exited:
-			return 0, fmt.Errorf("serve exited during start (%s); log: %s", cmd.ProcessState, s.logTail(2000))
-		case <-time.After(50 * time.Millisecond):
+		if st, err := s.sup.call(superReq{Op: "status", Pid: r.Pid}); err == nil && st.Exited {
+			return 0, fmt.Errorf("serve exited during start (%s); log: %s", st.Status, s.logTail(2000))
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("serve not ready after %v; log: %s", timeout, s.logTail(2000))
 }
@@ -147,70 +136,60 @@ func (s *server) logTail(n int) string {
 // pid of the running server, 0 if none.
 func (s *server) pid() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
+	pid := s.cur
+	s.mu.Unlock()
+	if pid == 0 {
 		return 0
 	}
-	select {
-	case <-s.exited:
+	if r, err := s.sup.call(superReq{Op: "status", Pid: pid}); err != nil || r.Exited {
 		return 0
-	default:
 	}
-	return s.cmd.Process.Pid
+	return pid
 }
 
 // kill9 SIGKILLs the server and waits for it to be reaped.
 func (s *server) kill9() error {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
+	pid := s.cur
 	s.mu.Unlock()
-	if cmd == nil {
+	if pid == 0 {
 		return nil
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("server pid %d not reaped 30 s after SIGKILL", cmd.Process.Pid)
-	}
+	_, err := s.sup.call(superReq{Op: "kill9", Pid: pid})
+	return err
 }
 
-// signal sends sig (SIGSTOP/SIGCONT) to the server's process group.
+// signal sends sig (SIGSTOP/SIGCONT/SIGQUIT) to the server's process group.
 func (s *server) signal(sig syscall.Signal) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	pid := s.cur
+	s.stopped = sig == syscall.SIGSTOP
+	s.mu.Unlock()
+	if pid == 0 {
 		return fmt.Errorf("no server")
 	}
-	s.stopped = sig == syscall.SIGSTOP
-	return syscall.Kill(-s.cmd.Process.Pid, sig)
+	_, err := s.sup.call(superReq{Op: "signal", Pid: pid, Sig: int(sig)})
+	return err
 }
 
 // shutdown ends the server politely (SIGCONT first, in case it is
-// stopped), then by SIGKILL after 30 s. It reports whether SIGTERM was
-// enough.
+// stopped), then by SIGKILL after 40 s; it fails unless SIGTERM was
+// enough and the exit status 0.
 func (s *server) shutdown() error {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
+	pid := s.cur
 	s.mu.Unlock()
-	if cmd == nil {
+	if pid == 0 {
 		return nil
 	}
-	pid := cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGCONT)
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-		if !cmd.ProcessState.Success() {
-			return fmt.Errorf("serve exited with %s after SIGTERM", cmd.ProcessState)
-		}
-		return nil
-	case <-time.After(40 * time.Second):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-exited
-		return fmt.Errorf("serve pid %d ignored SIGTERM for 40 s; killed", pid)
+	r, err := s.sup.call(superReq{Op: "term", Pid: pid})
+	if err != nil {
+		return err
 	}
+	if r.Status != "exit status 0" {
+		return fmt.Errorf("serve exited with %s after SIGTERM", r.Status)
+	}
+	return nil
 }
 
 // proc is a long-running helper process (a mount, the netem link) with

@@ -24,7 +24,13 @@ import (
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(supervisorEnv) == "1" {
+		superviseMain()
+		return
+	}
+	testutil.Main(m)
+}
 
 // settings of one soak run, from the environment (docs/soak.md).
 type settings struct {
@@ -116,6 +122,7 @@ func TestSoak(t *testing.T) {
 // rig is everything the soak set up; teardown removes it in reverse,
 // even after a failure.
 type rig struct {
+	sup      *supervisor
 	t        *testing.T
 	rec      *recorder
 	root     string
@@ -160,7 +167,11 @@ func runSoak(t *testing.T, st settings) {
 		}
 		host = "192.0.2.2"
 	}
-	if r.srv, err = newServer(bin, root, host, serverNS); err != nil {
+	// Before any mount exists: see supervisor_test.go.
+	if r.sup, err = startSupervisor(); err != nil {
+		t.Fatal(err)
+	}
+	if r.srv, err = newServer(r.sup, bin, root, host, serverNS); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := r.srv.tristore(ctx, "volume", "create", "--data", r.srv.data, "vols/lun0", strconv.FormatInt(st.volSize, 10)); err != nil {
@@ -524,15 +535,13 @@ func (r *rig) dumpStacks() {
 			p.cmd.Process.Signal(syscall.SIGQUIT)
 		}
 	}
-	if pid := r.srv.pid(); pid != 0 {
-		syscall.Kill(-pid, syscall.SIGCONT)
-		syscall.Kill(pid, syscall.SIGQUIT)
-		r.srv.mu.Lock()
-		exited := r.srv.exited
-		r.srv.mu.Unlock()
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
+	if r.srv.pid() != 0 {
+		r.srv.signal(syscall.SIGCONT)
+		r.srv.signal(syscall.SIGQUIT) // the group: serve (nsenter has exec'd it)
+		for i := 0; i < 100 && r.srv.pid() != 0; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r.srv.pid() != 0 {
 			r.srv.kill9()
 		}
 	}
@@ -635,6 +644,9 @@ func (r *rig) teardown() {
 	}
 	if r.srv != nil && r.srv.pid() != 0 {
 		r.srv.shutdown()
+	}
+	if r.sup != nil {
+		r.sup.close()
 	}
 	if r.link != nil {
 		if err := r.link.stop(syscall.SIGTERM, 30*time.Second); err != nil && !strings.Contains(err.Error(), "signal: terminated") && !strings.Contains(err.Error(), "exit status") {
