@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: installs what the tests need
-# (scripts/deps.sh: apt packages, Python tools in .venv, Go modules), vets,
-# then runs every package's tests, including each fuzz target's seed corpus.
+# (scripts/deps.sh: apt packages, Python tools in .venv, Go modules), checks
+# that go.mod is tidy, vets, then runs every package's tests, including each fuzz target's seed corpus.
 #
 #   scripts/test.sh                       # every package
 #   scripts/test.sh ./proto/... ./vfs     # only these packages
@@ -27,6 +27,12 @@ export PATH="$PWD/.venv/bin:$PATH:$(go env GOPATH)/bin"
 scripts/deps.sh
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
+# go.mod and go.sum must be exactly what the code imports: no module that
+# nothing uses, direct dependencies not marked indirect (run `go mod tidy`).
+if ! go mod tidy -diff; then
+  echo "test.sh: go.mod/go.sum are not tidy (the diff above); run go mod tidy and commit them" >&2
+  exit 1
+fi
 go vet "${pkgs[@]}"
 mkdir -p results
 go build -o results/testsummary ./internal/testsummary
