@@ -64,9 +64,10 @@ func NewRoot() *cobra.Command {
 		Short: "One store, three views: S3 objects, NFS files and iSCSI LUNs over the same data",
 		Long: `tristore stores data once, in a plain directory tree, and serves it as
 S3 objects (HTTP), NFS v3 files and iSCSI LUNs at the same time. It also has
-userspace clients and FUSE mounts for NFS and iSCSI (for S3 use any S3
-client), and an emulated WAN (rate, delay, jitter, loss) that real kernel
-TCP feels.
+userspace clients for all three (s3 cp, nfs, iscsi), FUSE mounts for NFS and
+iSCSI, RAID-0/5 arrays over block devices (raid), a workbench that runs the
+seed papers' experiments and draws them (bench, report), and an emulated WAN
+(rate, delay, jitter, loss) that real kernel TCP feels.
 
 Every flag can also be set in the config file (--config, YAML or TOML, same
 key names) or as an environment variable TRISTORE_<FLAG_NAME> (dashes become
