@@ -8,7 +8,8 @@ import (
 
 // The testdata files are iscsi-test-cu 1.19's verbose output (libiscsi,
 // Debian 12): the SCSI family against tgt and against tristore, the iSCSI
-// family against tristore.
+// family against tristore (now, and as it was before the DataSN fix: a
+// real failing run for the parser).
 
 func readCU(t *testing.T, name string) string {
 	t.Helper()
@@ -41,8 +42,14 @@ func TestParseCU(t *testing.T) {
 			"MultipathIO.Reset":                  cuSkip,
 			"Inquiry.Standard":                   cuPass,
 		}},
-		{"testcu-iscsi-tristore.txt", 14, 0, 1, map[string]cuOutcome{
+		{"testcu-iscsi-tristore-2026-11-23-before-datasn-fix.txt", 14, 0, 1, map[string]cuOutcome{
 			"iSCSIdatasn.iSCSIDataSnInvalid": cuFail,
+			"iSCSITMF.LUNResetSimpleAsync":   cuPass,
+		}},
+		{"testcu-iscsi-tristore.txt", 15, 0, 0, map[string]cuOutcome{
+			// "[FAILED] WRITE10 ..." lines are the test's own expected
+			// command failures (CHECK CONDITION 0B/47/05), then "passed".
+			"iSCSIdatasn.iSCSIDataSnInvalid": cuPass,
 			"iSCSITMF.LUNResetSimpleAsync":   cuPass,
 		}},
 	} {
