@@ -245,6 +245,11 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	defer unlock()
 	u, err := b.loadUpload(bucket, key, uploadID)
 	if err != nil {
+		if errors.Is(err, store.ErrNoSuchUpload) {
+			if oi, ok := b.completedBefore(ctx, bucket, key, parts); ok {
+				return oi, nil
+			}
+		}
 		return store.ObjectInfo{}, err
 	}
 	if len(parts) == 0 {
@@ -312,6 +317,34 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	}
 	os.RemoveAll(b.uploadDir(uploadID))
 	return rec.info(bucket, key, &st), nil
+}
+
+// completedBefore makes a retried Complete idempotent: a Complete whose
+// object was published but whose reply was lost (a crash, a dropped
+// connection) is retried by SDKs, and by then the upload is gone. If the
+// key's current object was made from exactly the parts asked for (numbers
+// and ETags, as recorded at publish), this Complete already happened: answer
+// with that object instead of NoSuchUpload. Found by the soak (test/soak):
+// kill -9 between publish and reply made aws-sdk-go-v2's retry fail although
+// the object was there.
+func (b *Backend) completedBefore(ctx context.Context, bucket, key string, parts []store.CompletePart) (store.ObjectInfo, bool) {
+	if len(parts) == 0 {
+		return store.ObjectInfo{}, false
+	}
+	f, st, rec, err := b.openObject(ctx, bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, false
+	}
+	f.Close()
+	if len(rec.Parts) != len(parts) {
+		return store.ObjectInfo{}, false
+	}
+	for i, cp := range parts {
+		if rec.Parts[i].N != cp.Number || rec.Parts[i].E != strings.Trim(cp.ETag, `"`) {
+			return store.ObjectInfo{}, false
+		}
+	}
+	return rec.info(bucket, key, &st), true
 }
 
 // appendPart copies one part to the end of f, checking its size.

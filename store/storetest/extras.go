@@ -175,6 +175,14 @@ func testMultipart(t *testing.T, newStore func(*testing.T) store.Store) {
 	if !bytes.Equal(got, p2) {
 		t.Fatal("range of part 2 wrong")
 	}
+	// A retried Complete (its reply was lost) answers with the object it
+	// published; a different part list for the gone upload does not.
+	again, err := mp.CompleteMultipart(ctx, "bkt", "big/file", id, []store.CompletePart{cp(1, md5hex(p1)), cp(2, md5hex(p2)), cp(3, md5hex(p3))})
+	if err != nil || again.ETag != want || again.Size != int64(len(all)) {
+		t.Fatalf("retried Complete = %+v, %v; want the published object", again, err)
+	}
+	_, err = mp.CompleteMultipart(ctx, "bkt", "big/file", id, []store.CompletePart{cp(1, md5hex(p1)), cp(2, md5hex(p2))})
+	wantErr(t, "Complete of a gone upload with other parts", err, store.ErrNoSuchUpload)
 	_, _, err = mp.ListParts(ctx, "bkt", "big/file", id)
 	wantErr(t, "ListParts after Complete", err, store.ErrNoSuchUpload)
 	if ups, _ := mp.ListMultipartUploads(ctx, "bkt", ""); len(ups) != 0 {
