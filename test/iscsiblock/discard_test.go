@@ -103,10 +103,24 @@ func fstrimCase(t *testing.T, mkfs, check []string) {
 	if err := os.Remove(filepath.Join(mnt, "big.bin")); err != nil {
 		t.Fatal(err)
 	}
-	syscall.Sync()
-	out := run(t, 3*time.Minute, "fstrim", "-v", mnt)
-	trimmed := allocated(t, tg.Path)
-	t.Logf("volume allocation: %d MiB after writing, %d MiB after rm + fstrim (%s)", full>>20, trimmed>>20, out)
+	// XFS frees an unlinked file's extents in the background (deferred
+	// inode inactivation); statfs waits for that work, and FITRIM only
+	// trims what is free when it runs. Without this the test saw fstrim
+	// report 320 MiB trimmed while the removed file's 48 MiB were still
+	// allocated. A second or third fstrim (bounded) covers a slower worker.
+	var trimmed int64
+	for attempt := 1; attempt <= 3; attempt++ {
+		var fsst syscall.Statfs_t
+		syscall.Statfs(mnt, &fsst)
+		syscall.Sync()
+		out := run(t, 3*time.Minute, "fstrim", "-v", mnt)
+		trimmed = allocated(t, tg.Path)
+		t.Logf("fstrim %d: volume allocation %d MiB after writing, %d MiB after rm + fstrim (%s)", attempt, full>>20, trimmed>>20, out)
+		if full-trimmed >= 40<<20 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	if full-trimmed < 40<<20 {
 		t.Fatalf("fstrim freed %d bytes of the volume, want the ~48 MiB of the removed file", full-trimmed)
 	}
