@@ -49,7 +49,7 @@ func TestScriptsFailWithoutPeer(t *testing.T) {
 			cmd.Dir = root
 			// GOPATH and BENCH_DIR in temp dirs: s3.sh also looks in
 			// $GOPATH/bin, and must not touch /var/tmp for this.
-			cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir(), "GOPATH=" + t.TempDir(),
+			cmd.Env = []string{"PATH=" + bin, "HOME=" + quietHome(t), "GOPATH=" + t.TempDir(),
 				"GOCACHE=" + t.TempDir(), "BENCH_RAW_DIR=" + rawDir, "BENCH_DIR=" + t.TempDir()}
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -68,4 +68,29 @@ func TestScriptsFailWithoutPeer(t *testing.T) {
 	if ents, _ := os.ReadDir(rawDir); len(ents) > 0 {
 		t.Errorf("a failed run left raw files: %v", ents)
 	}
+}
+
+// quietHome is a HOME for a script that runs the go command: Go telemetry
+// is off in it (the mode file go telemetry off writes), since a telemetry
+// child of go outliving the script wrote into t.TempDir() while its
+// cleanup ran ("directory not empty"). It is removed best effort.
+func quietHome(t *testing.T) string {
+	t.Helper()
+	home, err := os.MkdirTemp("", "benchtable-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 5 && os.RemoveAll(home) != nil; i++ {
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	dir := filepath.Join(home, ".config", "go", "telemetry")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mode"), []byte("off"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return home
 }
