@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -25,9 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	fs3 "github.com/tristore/tristore/frontend/s3"
-	"github.com/tristore/tristore/iam"
-	"github.com/tristore/tristore/store/posix"
+	"github.com/tristore/tristore/internal/testutil/s3server"
 )
 
 const (
@@ -41,40 +38,7 @@ const (
 // endpoint URL.
 func startServer(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := posix.Open(dir, posix.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := iam.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := users.EnsureRoot(testAK, testSK); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fs3.New(st, fs3.Options{Log: log, Auth: fs3.NewSigV4Auth(users, "us-east-1"), Authz: fs3.NewPolicyAuthz()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
-		}
-		st.Close()
-	})
-	return "http://" + ln.Addr().String()
+	return s3server.Start(t, s3server.Config{AccessKey: testAK, SecretKey: testSK}).Endpoint
 }
 
 func testConfig(endpoint string, par int) Config {

@@ -5,16 +5,11 @@
 package s3peers
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/tristore/tristore/frontend/s3"
 	"github.com/tristore/tristore/iam"
-	"github.com/tristore/tristore/store/posix"
+	"github.com/tristore/tristore/internal/testutil/s3server"
 )
 
 const (
@@ -45,42 +40,6 @@ func startServerAt(t *testing.T, dir string) *server {
 
 func startServerIn(t *testing.T, dir string, anonymous bool, mods ...func(*s3.Options)) *server {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := posix.Open(dir, posix.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := iam.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := users.EnsureRoot(rootAK, rootSK); err != nil {
-		t.Fatal(err)
-	}
-	opts := s3.Options{Log: log, AllowAnonymous: anonymous,
-		Auth: s3.NewSigV4Auth(users, "us-east-1"), Authz: s3.NewPolicyAuthz()}
-	for _, m := range mods {
-		m(&opts)
-	}
-	srv, err := s3.New(st, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
-		}
-		st.Close()
-	})
-	return &server{endpoint: "http://" + ln.Addr().String(), addr: ln.Addr().String(), dir: dir, users: users}
+	sv := s3server.Start(t, s3server.Config{Dir: dir, AccessKey: rootAK, SecretKey: rootSK, Anonymous: anonymous, Mods: mods})
+	return &server{endpoint: sv.Endpoint, addr: sv.Addr, dir: dir, users: sv.Users}
 }
