@@ -327,15 +327,18 @@ func (ix *index) file(ino uint64) string {
 }
 
 func (ix *index) record(ino, parent uint64, name string, gen uint32) error {
-	want := fmt.Sprintf("%d\n%d\n%s", parent, gen, name)
+	return ix.put(ino, fmt.Sprintf("%d\n%d\n%s", parent, gen, name))
+}
+
+// put makes want the entry of ino, durably, unless it already is. The
+// entry is durable before the handle goes out in a reply: a client keeps
+// using a handle across a server reboot (RFC 1813), and after a power cut
+// an entry that was only in the page cache would be gone, the handle stale.
+func (ix *index) put(ino uint64, want string) error {
 	f := ix.file(ino)
 	if b, err := os.ReadFile(f); err == nil && string(b) == want {
 		return nil
 	}
-	// The entry is durable before the handle goes out in a reply: a client
-	// keeps using a handle across a server reboot (RFC 1813), and after a
-	// power cut an entry that was only in the page cache would be gone, the
-	// handle stale.
 	if err := mkdirDurable(filepath.Dir(f), 0); err != nil {
 		return err
 	}

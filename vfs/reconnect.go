@@ -341,23 +341,7 @@ func (ix *index) setHint(ino uint64, dirfd int, name string) error {
 	if err != nil {
 		return err
 	}
-	want := fmt.Sprintf("%d\n%x\n%s", ph.Type(), ph.Bytes(), name)
-	f := ix.file(ino)
-	if b, err := os.ReadFile(f); err == nil && string(b) == want {
-		return nil
-	}
-	if err := mkdirDurable(filepath.Dir(f), 0); err != nil {
-		return err
-	}
-	tmp := f + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := writeSynced(tmp, []byte(want)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, f); err != nil {
-		return err
-	}
-	return fsyncPath(filepath.Dir(f))
+	return ix.put(ino, fmt.Sprintf("%d\n%x\n%s", ph.Type(), ph.Bytes(), name))
 }
 
 // noteMove records, after a rename of a non-directory into directory to
