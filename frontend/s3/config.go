@@ -178,19 +178,8 @@ func routeUnset(r *http.Request, bucket, key string) *operation {
 // With one, whether it is public needs S3's policy analysis, which
 // tristore does not do: 501 rather than a guess.
 func (s *Server) getBucketPolicyStatus(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
+	if _, err := s.bucketPolicy(r, rc); err != nil {
 		return err
-	}
-	bc, err := s.bucketConfigurer()
-	if err != nil {
-		return err
-	}
-	doc, err := bc.GetBucketConfig(r.Context(), rc.bucket, cfgPolicy)
-	if err != nil {
-		return err
-	}
-	if doc == "" {
-		return ErrNoSuchBucketPolicy
 	}
 	return ErrNotImplemented.withMessage("GetBucketPolicyStatus for a bucket with a policy is not implemented")
 }

@@ -13,20 +13,30 @@ var (
 // maxPolicySize is S3's limit on a bucket policy document (20 KB).
 const maxPolicySize = 20 << 10
 
-func (s *Server) getBucketPolicy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+// bucketPolicy returns the bucket's policy document, or
+// ErrNoSuchBucketPolicy (NoSuchBucket first if the bucket is missing).
+func (s *Server) bucketPolicy(r *http.Request, rc *reqCtx) (string, error) {
 	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
+		return "", err
 	}
 	bc, err := s.bucketConfigurer()
 	if err != nil {
-		return err
+		return "", err
 	}
 	doc, err := bc.GetBucketConfig(r.Context(), rc.bucket, cfgPolicy)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if doc == "" {
-		return ErrNoSuchBucketPolicy
+		return "", ErrNoSuchBucketPolicy
+	}
+	return doc, nil
+}
+
+func (s *Server) getBucketPolicy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+	doc, err := s.bucketPolicy(r, rc)
+	if err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
