@@ -66,12 +66,7 @@ func TestS3Teeth(t *testing.T) {
 		{"delete-dir", s3Ops{put: true, del: true, cutOnDelete: true}},
 	} {
 		t.Run(tc.site, func(t *testing.T) {
-			r := newRig(t, bin, "TRISTORE_FAULT_SKIP="+tc.site)
-			rep := s3Scenario(t, r, 42, 4, tc.ops)
-			if !rep.failed() {
-				t.Fatalf("skipping the %s fsync went unnoticed in 4 power cuts", tc.site)
-			}
-			t.Logf("caught (%d violations), first: %s", len(rep.errs), rep.errs[0])
+			mustCatch(t, bin, tc.site, func(r *rig) *report { return s3Scenario(t, r, 42, 4, tc.ops) })
 		})
 	}
 }
@@ -93,12 +88,7 @@ func TestNFSTeeth(t *testing.T) {
 		{"nfs-rename-src", nfsOps{fileSync: true, namespace: true, crossOnly: true}},
 	} {
 		t.Run(tc.site, func(t *testing.T) {
-			r := newRig(t, bin, "TRISTORE_FAULT_SKIP="+tc.site)
-			rep := nfsScenario(t, r, 42, 4, tc.ops)
-			if !rep.failed() {
-				t.Fatalf("skipping the %s fsync went unnoticed in 4 power cuts", tc.site)
-			}
-			t.Logf("caught (%d violations), first: %s", len(rep.errs), rep.errs[0])
+			mustCatch(t, bin, tc.site, func(r *rig) *report { return nfsScenario(t, r, 42, 4, tc.ops) })
 		})
 	}
 }
@@ -115,12 +105,7 @@ func TestISCSITeeth(t *testing.T) {
 		{"lun-flush", lunOps{flush: true}},
 	} {
 		t.Run(tc.site, func(t *testing.T) {
-			r := newRig(t, bin, "TRISTORE_FAULT_SKIP="+tc.site)
-			rep := lunScenario(t, r, 42, 4, tc.ops)
-			if !rep.failed() {
-				t.Fatalf("skipping the %s fsync went unnoticed in 4 power cuts", tc.site)
-			}
-			t.Logf("caught (%d violations), first: %s", len(rep.errs), rep.errs[0])
+			mustCatch(t, bin, tc.site, func(r *rig) *report { return lunScenario(t, r, 42, 4, tc.ops) })
 		})
 	}
 }
@@ -136,4 +121,15 @@ func TestISCSIWriteCacheClaim(t *testing.T) {
 		t.Fatal("plain writes survived every cut although they are not synced: WCE=1 would then be a needless claim, or the check is blind")
 	}
 	t.Logf("a LUN claiming WCE=0 would be caught (%d violations), first: %s", len(rep.errs), rep.errs[0])
+}
+
+// mustCatch runs scenario on a rig whose server skips the fsync at site
+// and fails t unless the scenario reports a violation.
+func mustCatch(t *testing.T, bin, site string, scenario func(*rig) *report) {
+	t.Helper()
+	rep := scenario(newRig(t, bin, "TRISTORE_FAULT_SKIP="+site))
+	if !rep.failed() {
+		t.Fatalf("skipping the %s fsync went unnoticed in 4 power cuts", site)
+	}
+	t.Logf("caught (%d violations), first: %s", len(rep.errs), rep.errs[0])
 }
