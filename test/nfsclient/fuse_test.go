@@ -2,12 +2,9 @@ package nfsclient
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
@@ -79,42 +76,10 @@ func mountFUSETree(t testing.TB, tg *target, opts nfstree.Options) (string, func
 	return dir, unmount, tree
 }
 
-// treeSums walks root and returns one line per entry: type, mode, size or
-// sha256 of the content, or the link target. Ownership and times are not
-// compared (the server stores what tar set, but atime moves on reads).
+// treeSums is testutil.TreeSums; a walk error fails t.
 func treeSums(t *testing.T, root string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = "link " + target
-		case fi.IsDir():
-			out[rel] = fmt.Sprintf("dir %o", fi.Mode().Perm())
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(b)
-			out[rel] = fmt.Sprintf("file %o %d %s", fi.Mode().Perm(), len(b), hex.EncodeToString(sum[:]))
-		default:
-			out[rel] = "other " + fi.Mode().String()
-		}
-		return nil
-	})
+	out, err := testutil.TreeSums(root)
 	if err != nil {
 		t.Fatalf("walking %s: %v", root, err)
 	}

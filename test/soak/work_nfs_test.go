@@ -2,10 +2,7 @@ package soak
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // Programs through the NFS FUSE mount: git, tar and sqlite3, each with a
@@ -226,42 +225,9 @@ func (tw *tarWork) verify(rec *recorder, mnt, root, where string) string {
 	return fmt.Sprintf("tar %s: %d kept trees of %d entries, %d differ", where, len(tw.kept), len(tw.want), bad)
 }
 
-// treeSums maps each entry below root to its type, mode and content hash
-// (or link target).
-func treeSums(root string) (map[string]string, error) {
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = "link " + t
-		case fi.IsDir():
-			out[rel] = fmt.Sprintf("dir %o", fi.Mode().Perm())
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			s := sha256.Sum256(b)
-			out[rel] = fmt.Sprintf("file %o %d %s", fi.Mode().Perm(), len(b), hex.EncodeToString(s[:8]))
-		default:
-			out[rel] = "other " + fi.Mode().String()
-		}
-		return nil
-	})
-	return out, err
-}
+// treeSums is testutil.TreeSums (one line per entry: type, mode, content
+// hash or link target).
+func treeSums(root string) (map[string]string, error) { return testutil.TreeSums(root) }
 
 func diffSums(want, got map[string]string) string {
 	var bad []string
