@@ -21,11 +21,13 @@ const (
 	renameNoRepl = 1 // RENAME_NOREPLACE
 )
 
-// begin locks f and returns EIO after a cut; the caller unlocks.
+// begin locks f for one request and reports OK; after a cut it counts the
+// refusal, leaves f unlocked and reports EIO. On OK the caller unlocks.
 func (f *FS) begin() fuse.Status {
 	f.mu.Lock()
 	if f.cut {
 		f.stats.RefusedAfterCut++
+		f.mu.Unlock()
 		return fuse.EIO
 	}
 	return fuse.OK
@@ -86,7 +88,6 @@ func (f *FS) maybeFree(n *node) {
 
 func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -134,7 +135,6 @@ func (f *FS) Forget(nodeid, nlookup uint64) {
 
 func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -149,7 +149,6 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 
 func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -226,7 +225,6 @@ func (f *FS) newNode(d *node, name string, mode, uid, gid uint32) (*node, fuse.S
 
 func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -245,7 +243,6 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 
 func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -263,7 +260,6 @@ func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *f
 
 func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -282,7 +278,6 @@ func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name stri
 
 func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return nil, st
 	}
 	defer f.mu.Unlock()
@@ -298,7 +293,6 @@ func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.St
 
 func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -350,7 +344,6 @@ func (f *FS) unlinkName(d *node, name string) {
 
 func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -371,7 +364,6 @@ func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 
 func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -429,7 +421,6 @@ func (f *FS) parentOf(ino uint64) (uint64, bool) {
 
 func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -488,7 +479,6 @@ func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName 
 
 func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -498,7 +488,6 @@ func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 
 func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return 0, st
 	}
 	defer f.mu.Unlock()
@@ -524,7 +513,6 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 
 func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return 0, st
 	}
 	defer f.mu.Unlock()
@@ -555,7 +543,6 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (u
 
 func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -583,7 +570,6 @@ func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, 
 
 func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -610,7 +596,6 @@ func (f *FS) newFh(ino uint64) uint64 {
 
 func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -630,7 +615,6 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 
 func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -648,7 +632,6 @@ func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fu
 
 func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return nil, st
 	}
 	defer f.mu.Unlock()
@@ -665,7 +648,6 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 
 func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return 0, st
 	}
 	defer f.mu.Unlock()
@@ -685,7 +667,6 @@ func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint3
 
 func (f *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	f.mu.Unlock()
@@ -706,7 +687,6 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 
 func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -726,7 +706,6 @@ func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -753,7 +732,6 @@ func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status
 
 func (f *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -775,7 +753,6 @@ func (f *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut)
 
 func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -803,7 +780,6 @@ func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 
 func (f *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
@@ -827,7 +803,6 @@ func (f *FS) ReleaseDir(in *fuse.ReleaseIn) {
 
 func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	if st := f.begin(); !st.Ok() {
-		f.mu.Unlock()
 		return st
 	}
 	defer f.mu.Unlock()
