@@ -123,16 +123,19 @@ func BenchmarkUnitsAgreesWithFio(b *testing.B) {
 		wr, rr = append(wr, bw/fw), append(rr, br/fr)
 		log = append(log, fmt.Sprintf("write bench %.0f fio %.0f, read bench %.0f fio %.0f MB/s", bw, fw, br, fr))
 	}
-	for _, c := range []struct {
-		what   string
-		ratios []float64
-	}{{"write", wr}, {"read", rr}} {
-		m := median(c.ratios)
-		b.ReportMetric(m, c.what+"-bench/fio")
-		b.Logf("%s: bench/fio median %.3f (rounds %.3f)", c.what, m, c.ratios)
-		if m < 0.9 || m > 1.1 {
-			b.Errorf("%s: bench/fio = %.3f, outside 10 %%; rounds:\n%s", c.what, m, strings.Join(log, "\n"))
-		}
+	agrees(b, "fio", "write", wr, log)
+	agrees(b, "fio", "read", rr, log)
+}
+
+// agrees reports the median of bench/peer ratios for what and fails b
+// when it is outside 10 %, with every round's log.
+func agrees(b *testing.B, peer, what string, ratios []float64, log []string) {
+	b.Helper()
+	m := median(ratios)
+	b.ReportMetric(m, what+"-bench/"+peer)
+	b.Logf("%s: bench/%s median %.3f (rounds %.3f)", what, peer, m, ratios)
+	if m < 0.9 || m > 1.1 {
+		b.Errorf("%s: bench/%s = %.3f, outside 10 %%; rounds:\n%s", what, peer, m, strings.Join(log, "\n"))
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,15 +88,6 @@ func BenchmarkObjectsAgreesWithS3load(b *testing.B) {
 		put, get = append(put, bput/lput), append(get, bget/lget)
 		log = append(log, fmt.Sprintf("PUT bench %.1f s3load %.1f, GET bench %.1f s3load %.1f MB/s", bput, lput, bget, lget))
 	}
-	for _, c := range []struct {
-		what   string
-		ratios []float64
-	}{{"put", put}, {"get", get}} {
-		m := median(c.ratios)
-		b.ReportMetric(m, c.what+"-bench/s3load")
-		b.Logf("%s: bench/s3load median %.3f (rounds %.3f)", c.what, m, c.ratios)
-		if m < 0.9 || m > 1.1 {
-			b.Errorf("%s: bench/s3load = %.3f, outside 10 %%; rounds:\n%s", c.what, m, strings.Join(log, "\n"))
-		}
-	}
+	agrees(b, "s3load", "put", put, log)
+	agrees(b, "s3load", "get", get, log)
 }
