@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"os/exec"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -91,6 +92,11 @@ type Config struct {
 	// Wire, when set, returns the bytes an emulated link carried so far in
 	// each direction; every step records the difference.
 	Wire func() (up, down int64)
+	// ClientCommand makes the command of one client process for the
+	// clients suite: the tristore binary re-executed as `tristore bench
+	// client` (the CLI sets it), or a test binary that runs ClientMain. Its
+	// stdin and stdout carry ClientMain's protocol.
+	ClientCommand func(ctx context.Context) *exec.Cmd
 }
 
 // Runner is what a suite works with: the driver, the records, the
@@ -104,6 +110,9 @@ type Runner struct {
 	Workdir string
 	cfg     Config
 	target  string // the target as given, secrets removed (not a link's entry)
+	// entry is the target as other processes must dial it: cfg.Target, or
+	// pointed at the link's entry when one is used (they take no dialer).
+	entry string
 
 	phase   atomic.Pointer[string]
 	planned atomic.Int64 // requests planned in the current step
@@ -143,6 +152,10 @@ type Step struct {
 	Unit    int64
 	Threads int
 	Count   int
+	// Until, when set, ends the step early: workers take no new request
+	// once it returns true (the mixed suite stops a workload when its
+	// co-runner is done). Requests in flight finish and are recorded.
+	Until func() bool
 }
 
 func (s Step) String() string {
@@ -195,7 +208,7 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= s.Count || ctx.Err() != nil {
+				if i >= s.Count || ctx.Err() != nil || (s.Until != nil && s.Until()) {
 					return
 				}
 				t0 := time.Now()
@@ -331,7 +344,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	u0, s0 := CPUTimes()
-	r := &Runner{W: w, P: p, cfg: cfg, target: target}
+	r := &Runner{W: w, P: p, cfg: cfg, target: target, entry: cfg.Target}
 	if cfg.Progress != nil {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -376,6 +389,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 			}
 			cfg.Wire = link.Wire
 			r.cfg.Wire = link.Wire
+			r.entry = link.Rewrite(cfg.Target)
 			w.Update(func(run *Run) {
 				if run.Params.Extra == nil {
 					run.Params.Extra = map[string]string{}
