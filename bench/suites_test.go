@@ -22,7 +22,9 @@ func targets(t *testing.T) map[string]string {
 
 func execute(t *testing.T, cfg bench.Config) (*bench.Run, []bench.Operation) {
 	t.Helper()
-	cfg.Out = filepath.Join(t.TempDir(), "results")
+	if cfg.Out == "" {
+		cfg.Out = filepath.Join(t.TempDir(), "results")
+	}
 	cfg.Options = bench.Options{AccessKey: drivertest.AccessKey, SecretKey: drivertest.SecretKey, Timeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

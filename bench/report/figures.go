@@ -120,11 +120,19 @@ func suiteFigures(suite string, rs []*Run) ([]Figure, string, error) {
 				err = add(peakBandwidth(rs, ph))
 			}
 		}
-	case "efficiency", "amplification":
-		err = add(wireBars(rs, suite == "efficiency"))
+	case "efficiency":
+		err = add(wireBars(rs, true))
 		if len(figs) == 0 {
 			note = "no wire bytes were counted (a directory target has no link): efficiency is not measured"
 		}
+	case "amplification":
+		// Seed 000 Figure 7: per phase and thread count, a bar per
+		// protocol (run) and access form.
+		figs, note, err = amplificationFigures(rs)
+	case "mixed":
+		figs, err = mixedFigures(rs)
+	case "clients":
+		figs, err = clientsFigures(rs)
 	case "metadata":
 		err = add(phaseBars(rs, "metadata: file operations per second", "fops", func(r Row) float64 { return r.OpsPerSec }, func(Row) bool { return false }))
 	default:
