@@ -154,7 +154,8 @@ type Step struct {
 	Count   int
 	// Until, when set, ends the step early: workers take no new request
 	// once it returns true (the mixed suite stops a workload when its
-	// co-runner is done). Requests in flight finish and are recorded.
+	// co-runner is done). Requests in flight finish and are recorded, and
+	// the first Threads requests always run, so every worker is measured.
 	Until func() bool
 }
 
@@ -208,7 +209,7 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= s.Count || ctx.Err() != nil || (s.Until != nil && s.Until()) {
+				if i >= s.Count || ctx.Err() != nil || (s.Until != nil && i >= s.Threads && s.Until()) {
 					return
 				}
 				t0 := time.Now()

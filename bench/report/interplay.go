@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/tristore/tristore/bench"
+	"github.com/tristore/tristore/internal/units"
 )
 
 // Figures of the amplification, mixed and clients suites.
@@ -132,10 +133,26 @@ func mixedPair(phase string) (pair, self string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	if a > b {
+	if workloadLess(b, a) {
 		return b + " + " + a, a, true
 	}
 	return a + " + " + b, a, true
+}
+
+// workloadLess orders workloads as the seed names its pairs: uploads
+// before downloads, then the smaller size first.
+func workloadLess(a, b string) bool {
+	opA, sa, _ := strings.Cut(a, " ")
+	opB, sb, _ := strings.Cut(b, " ")
+	if opA != opB {
+		return opA == "put"
+	}
+	na, errA := units.ParseSize(sa)
+	nb, errB := units.ParseSize(sb)
+	if errA != nil || errB != nil {
+		return a < b
+	}
+	return na < nb
 }
 
 // mixedWorkload is the workload ("put 4KiB") of an alone phase
