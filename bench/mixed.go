@@ -174,12 +174,21 @@ func (m *mixed) run(ctx context.Context, p int, ws []workload) error {
 		}
 		data, dir := m.data[w.size], dirs[k]
 		bufs := make([][]byte, p)
+		n := m.count(w, p)
+		var finished atomic.Int64
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer done[k].Store(true)
-			errs[k] = m.r.Step(ctx, Step{Phase: phase, Op: w.op, Unit: w.size, Threads: p, Count: m.count(w, p), Until: until},
+			defer done[k].Store(true) // also when the step failed
+			errs[k] = m.r.Step(ctx, Step{Phase: phase, Op: w.op, Unit: w.size, Threads: p, Count: n, Until: until},
 				func(ctx context.Context, wk, i int) (int64, time.Time, error) {
+					// Done as the last request returns, not when the step
+					// has wrapped up, so the co-runner stops at once.
+					defer func() {
+						if finished.Add(1) == int64(n) {
+							done[k].Store(true)
+						}
+					}()
 					if w.op == "put" {
 						if err := m.r.D.Put(ctx, fmt.Sprintf("%s/f%06d", dir, i), data); err != nil {
 							return 0, time.Time{}, err
