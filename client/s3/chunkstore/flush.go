@@ -1,0 +1,352 @@
+package chunkstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+type chunkRef struct {
+	ino uint64
+	idx int64
+}
+
+// Sync uploads every dirty chunk and publishes the manifest.
+func (s *Store) Sync(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.upload(ctx, s.dirtyChunks(func(uint64, *dirtyChunk) bool { return true })); err != nil {
+		return err
+	}
+	return s.publish(ctx)
+}
+
+// Flush uploads ino's dirty chunks and, with publish, the manifest: what
+// fsync(2) needs (the file's data and its name are in the bucket). Without
+// publish (close(2)) the data is uploaded now and the manifest naming it
+// follows at the next write-back check.
+func (s *Store) Flush(ctx context.Context, ino uint64, publish bool) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	refs := s.dirtyChunks(func(i uint64, _ *dirtyChunk) bool { return i == ino })
+	if err := s.upload(ctx, refs); err != nil {
+		return err
+	}
+	if publish {
+		return s.publish(ctx)
+	}
+	if len(refs) > 0 {
+		s.mu.Lock()
+		s.publishSoon = true
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// writeBack uploads dirty chunks older than age and publishes when data
+// went up, a close asked for it, or metadata changes are older than age.
+func (s *Store) writeBack(ctx context.Context, age time.Duration) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	cut := time.Now().Add(-age)
+	refs := s.dirtyChunks(func(_ uint64, d *dirtyChunk) bool { return !d.since.After(cut) })
+	if err := s.upload(ctx, refs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	due := s.changes > 0 && (len(refs) > 0 || s.publishSoon || !s.firstChange.After(cut))
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return s.publish(ctx)
+}
+
+func (s *Store) writeBackLoop(ctx context.Context) {
+	defer s.wg.Done()
+	tk := time.NewTicker(s.cfg.WriteBackEvery)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		if err := s.writeBack(ctx, s.cfg.WriteBackAge); err != nil && ctx.Err() == nil {
+			s.log.Warn("chunkstore: write-back failed; will retry", "err", err)
+		}
+	}
+}
+
+// dirtyChunks lists the dirty chunks keep selects, oldest first.
+func (s *Store) dirtyChunks(keep func(uint64, *dirtyChunk) bool) []chunkRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type aged struct {
+		chunkRef
+		since time.Time
+	}
+	var l []aged
+	for ino, st := range s.st {
+		for idx, d := range st.dirty {
+			if keep(ino, d) {
+				l = append(l, aged{chunkRef{ino, idx}, d.since})
+			}
+		}
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].since.Before(l[j].since) })
+	out := make([]chunkRef, len(l))
+	for i, a := range l {
+		out[i] = a.chunkRef
+	}
+	return out
+}
+
+// upload sends the chunks with Parallelism workers (each holding one
+// transfer buffer: the memory bound). All are tried; the first error is
+// returned. The caller holds flushMu.
+func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	err := s.writable()
+	if errors.Is(err, ErrClosed) {
+		err = nil // Close's own final sync
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	for range min(s.cfg.Parallelism, len(refs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= len(refs) {
+					mu.Unlock()
+					return
+				}
+				r := refs[next]
+				next++
+				mu.Unlock()
+				if err := s.uploadChunk(ctx, r.ino, r.idx); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// uploadChunk stores one dirty chunk as the object named by its hash
+// (skipped if the published manifest already names that hash, or the
+// chunk is all zeros: a hole), records the name, and turns the dirty
+// file into a clean cache entry unless a write came in meanwhile.
+func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
+	lk := s.chunkLock(ino, idx)
+	lk.Lock()
+	s.mu.Lock()
+	in := s.m.Inodes[ino]
+	var d *dirtyChunk
+	if st := s.st[ino]; st != nil {
+		d = st.dirty[idx]
+	}
+	if in == nil || d == nil {
+		s.mu.Unlock()
+		lk.Unlock()
+		return nil
+	}
+	ver, bound := d.ver, min(s.cs, in.Size-idx*s.cs)
+	s.mu.Unlock()
+	buf, err := s.getBuf(ctx)
+	if err != nil {
+		lk.Unlock()
+		return err
+	}
+	defer s.putBuf(buf)
+	f, err := s.dirtyFile(ino, idx, d)
+	var n int
+	if err == nil && bound > 0 {
+		n, err = f.ReadAt(buf[:bound], 0)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+	}
+	lk.Unlock()
+	if err != nil {
+		return fmt.Errorf("read dirty chunk %d of inode %d: %w", idx, ino, err)
+	}
+	data := buf[:n]
+	h := ""
+	if !allZero(data) {
+		h = hashOf(data)
+		s.mu.Lock()
+		_, have := s.pubRefs[h]
+		s.mu.Unlock()
+		if !have {
+			if _, err := s.b.put(ctx, chunkKey(h), data, ""); err != nil {
+				return fmt.Errorf("put chunk %d of inode %d: %w", idx, ino, err)
+			}
+			s.uploads.Add(1)
+			s.upBytes.Add(int64(n))
+		}
+	}
+	lk.Lock()
+	defer lk.Unlock()
+	s.mu.Lock()
+	in = s.m.Inodes[ino]
+	st := s.st[ino]
+	if in == nil || st == nil || st.dirty[idx] != d {
+		s.mu.Unlock()
+		return nil // deleted or truncated away meanwhile
+	}
+	if in.Chunks[idx] != h {
+		if err := s.record(&rec{O: "c", N: ino, X: idx, H: h}); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	if d.ver != ver {
+		s.mu.Unlock()
+		return nil // written meanwhile: stays dirty, the upload still counts
+	}
+	delete(st.dirty, idx)
+	s.cache.reserveDirty(-s.cs)
+	s.mu.Unlock()
+	path := s.dirtyPath(ino, idx)
+	if d.f != nil {
+		d.f.Close()
+	}
+	if h == "" {
+		return os.Remove(path)
+	}
+	// The file may be longer than the chunk after a crash between a write
+	// and its size record; the clean copy holds exactly the hashed bytes.
+	if err := os.Truncate(path, int64(n)); err != nil {
+		os.Remove(path)
+		return nil
+	}
+	if err := s.cache.adopt(h, path, int64(n)); err != nil {
+		os.Remove(path)
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// publish writes the manifest if anything changed since the last one:
+// after checking the bucket's manifest is still the one this gateway last
+// wrote (HEAD, and If-Match where the server supports it), so a store
+// changed by someone else is never overwritten (ErrConflict). Then it
+// deletes the chunks the previous manifest named and this one does not.
+// The caller holds flushMu, so no upload runs meanwhile.
+func (s *Store) publish(ctx context.Context) error {
+	s.mu.Lock()
+	if s.changes == 0 && s.m.Generation > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if err := s.writable(); err != nil && !errors.Is(err, ErrClosed) {
+		s.mu.Unlock()
+		return err
+	}
+	if s.lease != nil && !s.lease.valid(time.Second) {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: the lease expired (renewals failed); not publishing", ErrReadOnly)
+	}
+	m := &Manifest{Format: s.m.Format, Kind: s.m.Kind, ChunkSize: s.m.ChunkSize, Generation: s.m.Generation + 1,
+		NextIno: s.m.NextIno, Inodes: make(map[uint64]*Inode, len(s.m.Inodes))}
+	for ino, in := range s.m.Inodes {
+		m.Inodes[ino] = in.clone()
+	}
+	covered, etag := s.changes, s.pubETag
+	s.mu.Unlock()
+	data, err := m.encode()
+	if err != nil {
+		return err
+	}
+	cur, err := s.b.head(ctx, manifestKey)
+	switch {
+	case errors.Is(err, errNotFound):
+		cur = ""
+	case err != nil:
+		return fmt.Errorf("check manifest: %w", err)
+	}
+	if cur != etag {
+		return fmt.Errorf("%w: the bucket's manifest has ETag %s, this gateway last wrote %q; not publishing over it",
+			ErrConflict, cur, etag)
+	}
+	newETag, err := s.b.put(ctx, manifestKey, data, etag)
+	if errors.Is(err, errPrecondition) {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	if err != nil {
+		return fmt.Errorf("put manifest: %w", err)
+	}
+	if newETag == "" {
+		if newETag, err = s.b.head(ctx, manifestKey); err != nil {
+			return fmt.Errorf("check manifest: %w", err)
+		}
+	}
+	s.publishes.Add(1)
+	s.mu.Lock()
+	left := s.changes - covered
+	err = s.record(&rec{O: "g", Gen: m.Generation, ETag: newETag, X: int64(left)})
+	s.changes = left
+	if left > 0 {
+		s.firstChange = time.Now()
+	}
+	s.publishSoon = false
+	prev := s.pubRefs
+	s.pubRefs = refs(m.Inodes)
+	if err == nil && s.jrecs > 10000 {
+		err = s.writeSnapshot()
+	}
+	next := s.pubRefs
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for h := range prev {
+		if _, ok := next[h]; ok {
+			continue
+		}
+		if err := s.b.del(ctx, chunkKey(h)); err != nil {
+			s.log.Warn("chunkstore: could not delete a chunk no longer named; the next open sweeps it", "chunk", h, "err", err)
+			continue
+		}
+		s.deleted.Add(1)
+	}
+	return nil
+}

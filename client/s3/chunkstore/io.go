@@ -1,0 +1,545 @@
+package chunkstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+)
+
+// MaxFileSize bounds a file (and a volume): 2^50 bytes.
+const MaxFileSize = 1 << 50
+
+// ReadAt reads ino's bytes at off like io.ReaderAt: fewer than len(p)
+// bytes only at the end of the file, then with io.EOF. Holes read as
+// zeros without a request; a chunk not cached is fetched (and verified
+// against its name), and sequential reading grows the prefetch window.
+func (s *Store) ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
+	s.mu.Lock()
+	in := s.m.Inodes[ino]
+	if in == nil {
+		s.mu.Unlock()
+		return 0, ErrNotExist
+	}
+	if in.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		s.mu.Unlock()
+		return 0, ErrIsDir
+	}
+	size := in.Size
+	s.mu.Unlock()
+	if off < 0 {
+		return 0, ErrInvalid
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	end := min(off+int64(len(p)), size)
+	n := int64(0)
+	for pos := off; pos < end; {
+		idx := pos / s.cs
+		co := pos - idx*s.cs
+		l := min(s.cs-co, end-pos)
+		if err := s.readChunk(ctx, ino, idx, p[n:n+l], co); err != nil {
+			return int(n), err
+		}
+		pos += l
+		n += l
+	}
+	s.noteRead(ino, off/s.cs, (end-1)/s.cs)
+	if end < off+int64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte, co int64) error {
+	lk := s.chunkLock(ino, idx)
+	lk.Lock()
+	defer lk.Unlock()
+	s.mu.Lock()
+	in := s.m.Inodes[ino]
+	if in == nil {
+		s.mu.Unlock()
+		return ErrNotExist
+	}
+	var d *dirtyChunk
+	if st := s.st[ino]; st != nil {
+		d = st.dirty[idx]
+	}
+	h := in.Chunks[idx]
+	s.mu.Unlock()
+	if d != nil {
+		f, err := s.dirtyFile(ino, idx, d)
+		if err != nil {
+			return err
+		}
+		return readFill(f, dst, co)
+	}
+	if h == "" {
+		clear(dst)
+		return nil
+	}
+	return s.readClean(ctx, h, dst, co)
+}
+
+// readFill reads dst at off from f; bytes past f's end are zeros.
+func readFill(f *os.File, dst []byte, off int64) error {
+	n, err := f.ReadAt(dst, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	clear(dst[n:])
+	return nil
+}
+
+// readClean reads from clean chunk h, fetching it when not cached.
+func (s *Store) readClean(ctx context.Context, h string, dst []byte, co int64) error {
+	hit := true
+	for attempt := 0; attempt < 3; attempt++ {
+		if s.cache.has(h) {
+			f, err := os.Open(s.cache.cleanPath(h))
+			if errors.Is(err, fs.ErrNotExist) {
+				s.cache.forget(h) // evicted between the check and the open
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			err = readFill(f, dst, co)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			if hit {
+				s.hits.Add(1)
+				s.pfMu.Lock()
+				if s.pfDone[h] {
+					delete(s.pfDone, h)
+					s.prefetchHits.Add(1)
+				}
+				s.pfMu.Unlock()
+			}
+			return nil
+		}
+		if hit {
+			s.misses.Add(1)
+			hit = false
+		}
+		if err := s.fetch(ctx, h); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("chunk %s keeps vanishing from the cache (cache too small for the chunks in use?)", h)
+}
+
+// fetch downloads chunk h into the cache, once however many ask at once.
+// Its bytes must hash to its name; anything else was modified by someone.
+func (s *Store) fetch(ctx context.Context, h string) error {
+	s.pfMu.Lock()
+	if ch, ok := s.inflight[h]; ok {
+		s.pfMu.Unlock()
+		select {
+		case <-ch:
+			return nil // the other fetch's outcome shows in the cache
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ch := make(chan struct{})
+	s.inflight[h] = ch
+	s.pfMu.Unlock()
+	defer func() {
+		s.pfMu.Lock()
+		delete(s.inflight, h)
+		s.pfMu.Unlock()
+		close(ch)
+	}()
+	buf, err := s.getBuf(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.putBuf(buf)
+	data, _, err := s.b.get(ctx, chunkKey(h), buf, s.cs)
+	if errors.Is(err, errNotFound) {
+		return fmt.Errorf("%w: chunk %s is missing from the bucket (deleted by someone else?)", ErrCorrupt, h)
+	}
+	if err != nil {
+		return fmt.Errorf("get chunk %s: %w", h, err)
+	}
+	if got := hashOf(data); got != h {
+		return fmt.Errorf("%w: chunk object %s holds bytes that hash to %s (modified by someone else)", ErrCorrupt, h, got)
+	}
+	s.downloads.Add(1)
+	s.downBytes.Add(int64(len(data)))
+	return s.cache.put(h, data)
+}
+
+func hashOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// prefetchCap is the window's maximum for the store's chunk size.
+func (s *Store) prefetchCap() int {
+	switch c := s.cfg.PrefetchMax; {
+	case c < 0:
+		return 0
+	case c > 0:
+		return c
+	case s.cs <= 64<<10:
+		return 16
+	case s.cs <= 1<<20:
+		return 8
+	case s.cs <= 4<<20:
+		return 4
+	}
+	return 2
+}
+
+// noteRead updates ino's sequential-access detector with a read of chunks
+// first..last and starts prefetches. After chunks n-i..n-1 were read in
+// order, reading chunk n makes the window 2^(i-1) chunks (seed 001 §6.3.3,
+// like the kernel's read-ahead), capped; a jump resets it to 0.
+func (s *Store) noteRead(ino uint64, first, last int64) {
+	limit := s.prefetchCap()
+	if limit == 0 {
+		return
+	}
+	s.mu.Lock()
+	st := s.istate(ino)
+	window := st.advance(first, last, limit)
+	var want []string
+	if in := s.m.Inodes[ino]; in != nil {
+		for idx := last + 1; idx <= last+int64(window) && idx*s.cs < in.Size; idx++ {
+			if h := in.Chunks[idx]; h != "" && st.dirty[idx] == nil {
+				want = append(want, h)
+			}
+		}
+	}
+	ctx := s.bgctx
+	s.mu.Unlock()
+	for _, h := range want {
+		if s.cache.peek(h) {
+			continue
+		}
+		s.pfMu.Lock()
+		busy := s.pfBusy[h] || s.inflight[h] != nil
+		if !busy {
+			s.pfBusy[h] = true
+		}
+		s.pfMu.Unlock()
+		if busy {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			err := s.fetch(ctx, h)
+			s.pfMu.Lock()
+			delete(s.pfBusy, h)
+			if err == nil {
+				s.pfDone[h] = true
+				if len(s.pfDone) > 4096 {
+					clear(s.pfDone)
+				}
+			}
+			s.pfMu.Unlock()
+			if err == nil {
+				s.prefetched.Add(1)
+			} else if ctx.Err() == nil {
+				s.log.Debug("chunkstore: prefetch failed", "chunk", h, "err", err)
+			}
+		}()
+	}
+}
+
+// advance feeds a read of chunks first..last to the detector and returns
+// the prefetch window: 0 after a jump, 2^(i-1) (at most limit) when the
+// i chunks before this one were read in order.
+func (st *istate) advance(first, last int64, limit int) int {
+	for idx := first; idx <= last; idx++ {
+		switch idx {
+		case st.lastIdx:
+		case st.lastIdx + 1:
+			st.run++
+		default:
+			st.run = 0
+		}
+		st.lastIdx = idx
+	}
+	if st.run == 0 {
+		return 0
+	}
+	return min(1<<min(st.run-1, 20), limit)
+}
+
+// dirtyFile opens d's cache file; the caller holds the chunk lock.
+func (s *Store) dirtyFile(ino uint64, idx int64, d *dirtyChunk) (*os.File, error) {
+	if d.f != nil {
+		return d.f, nil
+	}
+	f, err := os.OpenFile(s.dirtyPath(ino, idx), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, noSpace(err)
+	}
+	d.f = f
+	return f, nil
+}
+
+// WriteAt writes p at off into ino, growing it as needed. The bytes go to
+// the chunk's dirty cache file (a chunk not wholly overwritten is fetched
+// first) and are uploaded by write-back, Flush or Sync.
+func (s *Store) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
+	s.mu.Lock()
+	err := s.writable()
+	in := s.m.Inodes[ino]
+	switch {
+	case err != nil:
+	case in == nil:
+		err = ErrNotExist
+	case in.Mode&syscall.S_IFMT == syscall.S_IFDIR:
+		err = ErrIsDir
+	case in.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		err = ErrInvalid
+	case off < 0:
+		err = ErrInvalid
+	case off+int64(len(p)) > MaxFileSize:
+		err = ErrTooLarge
+	case s.m.Kind == KindVolume && off+int64(len(p)) > in.Size:
+		err = ErrTooLarge
+	}
+	s.mu.Unlock()
+	if err != nil || len(p) == 0 {
+		return 0, err
+	}
+	end := off + int64(len(p))
+	over := false
+	n := int64(0)
+	for pos := off; pos < end; {
+		idx := pos / s.cs
+		co := pos - idx*s.cs
+		l := min(s.cs-co, end-pos)
+		o, err := s.writeChunk(ctx, ino, idx, p[n:n+l], co)
+		over = over || o
+		if err != nil {
+			return int(n), err
+		}
+		pos += l
+		n += l
+	}
+	s.mu.Lock()
+	if in = s.m.Inodes[ino]; in != nil {
+		a := attrs(in)
+		a.Size = max(a.Size, end)
+		a.Mtime = time.Now().UnixNano()
+		a.Ctime = a.Mtime
+		err = s.record(&rec{O: "i", I: a})
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return int(n), err
+	}
+	if over {
+		// Dirty data alone fills the cache: write back now instead of
+		// letting the cache grow past its limit.
+		if err := s.writeBack(ctx, 0); err != nil {
+			return int(n), err
+		}
+	}
+	return int(n), nil
+}
+
+func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []byte, co int64) (over bool, err error) {
+	lk := s.chunkLock(ino, idx)
+	lk.Lock()
+	defer lk.Unlock()
+	s.mu.Lock()
+	size := int64(0)
+	if in := s.m.Inodes[ino]; in != nil {
+		size = in.Size
+	}
+	s.mu.Unlock()
+	whole := co == 0 && (int64(len(data)) >= s.cs || idx*s.cs+int64(len(data)) >= size)
+	d, over, err := s.makeDirty(ctx, ino, idx, whole)
+	if err != nil {
+		return over, err
+	}
+	f, err := s.dirtyFile(ino, idx, d)
+	if err != nil {
+		return over, err
+	}
+	if _, err := f.WriteAt(data, co); err != nil {
+		return over, fmt.Errorf("cache: %w", noSpace(err))
+	}
+	s.mu.Lock()
+	d.ver++
+	s.mu.Unlock()
+	return over, nil
+}
+
+// makeDirty returns chunk idx's dirty state, creating its file from the
+// chunk's current bytes (unless whole: the caller overwrites all of it).
+// The caller holds the chunk lock.
+func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool) (*dirtyChunk, bool, error) {
+	s.mu.Lock()
+	in := s.m.Inodes[ino]
+	if in == nil {
+		s.mu.Unlock()
+		return nil, false, ErrNotExist
+	}
+	st := s.istate(ino)
+	if d := st.dirty[idx]; d != nil {
+		s.mu.Unlock()
+		return d, false, nil
+	}
+	h := in.Chunks[idx]
+	s.mu.Unlock()
+	var old []byte
+	if h != "" && !whole {
+		for attempt := 0; ; attempt++ {
+			if !s.cache.has(h) {
+				s.misses.Add(1)
+				if err := s.fetch(ctx, h); err != nil {
+					return nil, false, err
+				}
+			}
+			b, err := os.ReadFile(s.cache.cleanPath(h))
+			if err == nil {
+				old = b
+				break
+			}
+			if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
+				return nil, false, err
+			}
+			s.cache.forget(h)
+		}
+	}
+	path := s.dirtyPath(ino, idx)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, false, noSpace(err)
+	}
+	if _, err := f.Write(old); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, false, fmt.Errorf("cache: %w", noSpace(err))
+	}
+	over := s.cache.reserveDirty(s.cs)
+	d := &dirtyChunk{since: time.Now(), f: f}
+	s.mu.Lock()
+	st.dirty[idx] = d
+	s.mu.Unlock()
+	return d, over, nil
+}
+
+// dropDirty forgets chunk idx's dirty data; the caller holds the chunk
+// lock and s.mu.
+func (s *Store) dropDirty(ino uint64, idx int64) {
+	st := s.st[ino]
+	if st == nil || st.dirty[idx] == nil {
+		return
+	}
+	d := st.dirty[idx]
+	if d.f != nil {
+		d.f.Close()
+	}
+	os.Remove(s.dirtyPath(ino, idx))
+	delete(st.dirty, idx)
+	s.cache.reserveDirty(-s.cs)
+}
+
+// Truncate sets ino's size. Shrinking drops the chunks past the end and
+// zeroes the tail of the last one (so growing again reads zeros); growing
+// only changes the size: the new range is a hole.
+func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
+	s.mu.Lock()
+	err := s.writable()
+	in := s.m.Inodes[ino]
+	switch {
+	case err != nil:
+	case in == nil:
+		err = ErrNotExist
+	case in.Mode&syscall.S_IFMT == syscall.S_IFDIR:
+		err = ErrIsDir
+	case in.Mode&syscall.S_IFMT != syscall.S_IFREG || size < 0:
+		err = ErrInvalid
+	case size > MaxFileSize:
+		err = ErrTooLarge
+	case s.m.Kind == KindVolume && size != in.Size:
+		err = ErrInvalid
+	}
+	var drop []int64
+	if err == nil && size < in.Size {
+		keep := (size + s.cs - 1) / s.cs
+		seen := map[int64]bool{}
+		for idx := range in.Chunks {
+			if idx >= keep {
+				seen[idx] = true
+			}
+		}
+		if st := s.st[ino]; st != nil {
+			for idx := range st.dirty {
+				if idx >= keep {
+					seen[idx] = true
+				}
+			}
+		}
+		for idx := range seen {
+			drop = append(drop, idx)
+		}
+	}
+	shrink := err == nil && size < in.Size
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, idx := range drop {
+		lk := s.chunkLock(ino, idx)
+		lk.Lock()
+		s.mu.Lock()
+		s.dropDirty(ino, idx)
+		if in := s.m.Inodes[ino]; in != nil && in.Chunks[idx] != "" {
+			err = s.record(&rec{O: "c", N: ino, X: idx})
+		}
+		s.mu.Unlock()
+		lk.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	if shrink && size%s.cs != 0 {
+		idx := size / s.cs
+		lk := s.chunkLock(ino, idx)
+		lk.Lock()
+		d, _, err := s.makeDirty(ctx, ino, idx, false)
+		if err == nil {
+			var f *os.File
+			if f, err = s.dirtyFile(ino, idx, d); err == nil {
+				err = f.Truncate(size % s.cs)
+			}
+			s.mu.Lock()
+			d.ver++
+			s.mu.Unlock()
+		}
+		lk.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in = s.m.Inodes[ino]; in == nil {
+		return ErrNotExist
+	}
+	a := attrs(in)
+	a.Size = size
+	a.Mtime = time.Now().UnixNano()
+	a.Ctime = a.Mtime
+	return s.record(&rec{O: "i", I: a})
+}
