@@ -47,16 +47,16 @@ const (
 
 // Errors. Front ends translate them in one place (fusefs/cloudfs: errno).
 var (
-	ErrNotExist = errors.New("no such file or directory")
-	ErrExist    = errors.New("file exists")
-	ErrNotDir   = errors.New("not a directory")
-	ErrIsDir    = errors.New("is a directory")
-	ErrNotEmpty = errors.New("directory not empty")
+	ErrNotExist    = errors.New("no such file or directory")
+	ErrExist       = errors.New("file exists")
+	ErrNotDir      = errors.New("not a directory")
+	ErrIsDir       = errors.New("is a directory")
+	ErrNotEmpty    = errors.New("directory not empty")
 	ErrNameTooLong = errors.New("file name too long")
-	ErrInvalid  = errors.New("invalid argument")
-	ErrTooLarge = errors.New("file too large")
-	ErrReadOnly = errors.New("store is read-only")
-	ErrClosed   = errors.New("store is closed")
+	ErrInvalid     = errors.New("invalid argument")
+	ErrTooLarge    = errors.New("file too large")
+	ErrReadOnly    = errors.New("store is read-only")
+	ErrClosed      = errors.New("store is closed")
 	// ErrNoSpace: the cache disk is full.
 	ErrNoSpace = errors.New("cache disk full")
 	// ErrLeased: another gateway holds the store's lease.
@@ -66,7 +66,7 @@ var (
 	ErrConflict = errors.New("manifest changed by someone else")
 	// ErrCorrupt: a manifest, chunk or cache file is not what was written
 	// (a chunk's bytes do not match its name, a malformed manifest).
-	ErrCorrupt = errors.New("corrupt store data")
+	ErrCorrupt  = errors.New("corrupt store data")
 	ErrNoBucket = errors.New("no such bucket")
 	ErrDenied   = errors.New("access denied")
 	// ErrNoStore: the bucket prefix holds no manifest and Create was not set.
@@ -150,23 +150,23 @@ type Store struct {
 	closed   bool
 	leaseErr error
 
-	locks   [256]sync.Mutex // chunk locks, by chunk
-	flushMu sync.Mutex      // one upload+publish at a time
-	bufs    chan []byte     // the memory bound: one buffer per transfer
-	pfMu    sync.Mutex
-	pfBusy  map[string]bool // prefetches in flight
-	pfDone  map[string]bool // prefetched, not yet read
-	inflight map[string]chan struct{} // fetches in flight
-	firstChange time.Time // when the oldest unpublished change was made
-	publishSoon bool      // a close uploaded data: publish at the next check
-	bgctx context.Context
+	locks       [256]sync.Mutex // chunk locks, by chunk
+	flushMu     sync.Mutex      // one upload+publish at a time
+	bufs        chan []byte     // the memory bound: one buffer per transfer
+	pfMu        sync.Mutex
+	pfBusy      map[string]bool          // prefetches in flight
+	pfDone      map[string]bool          // prefetched, not yet read
+	inflight    map[string]chan struct{} // fetches in flight
+	firstChange time.Time                // when the oldest unpublished change was made
+	publishSoon bool                     // a close uploaded data: publish at the next check
+	bgctx       context.Context
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	hits, misses, prefetched, prefetchHits        atomic.Int64
-	uploads, downloads, upBytes, downBytes       atomic.Int64
-	publishes, deleted, recovered                atomic.Int64
+	hits, misses, prefetched, prefetchHits atomic.Int64
+	uploads, downloads, upBytes, downBytes atomic.Int64
+	publishes, deleted, recovered          atomic.Int64
 }
 
 // istate is what the store knows about an inode beyond the manifest.

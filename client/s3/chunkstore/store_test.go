@@ -503,7 +503,10 @@ func TestNamespace(t *testing.T) {
 		{ErrInvalid, func() error { return s.Rename(RootIno, "d", sub.Ino, "x", 0) }},
 		{ErrExist, func() error { return s.Rename(RootIno, "ln", RootIno, "hard", RenameNoReplace) }},
 		{ErrNotDir, func() error { return s.Rename(RootIno, "d", RootIno, "hard", 0) }},
-		{ErrNameTooLong, func() error { _, err := s.Create(RootIno, strings.Repeat("n", 256), syscall.S_IFREG, 0, 0, 0, ""); return err }},
+		{ErrNameTooLong, func() error {
+			_, err := s.Create(RootIno, strings.Repeat("n", 256), syscall.S_IFREG, 0, 0, 0, "")
+			return err
+		}},
 	} {
 		if err := c.call(); !errors.Is(err, c.err) {
 			t.Fatalf("got %v, want %v", err, c.err)
