@@ -136,7 +136,7 @@ func TestFailsMidRun(t *testing.T) {
 func TestBadForms(t *testing.T) {
 	for _, c := range []struct {
 		suite, form, want string
-	}{{"units", "fua", `has no access form "fua"`}, {"batch", "direct", "only units does"}} {
+	}{{"units", "fua", `has no access form "fua"`}, {"batch", "direct", "only units and amplification do"}} {
 		out := filepath.Join(t.TempDir(), "res")
 		_, err := bench.Execute(context.Background(), bench.Config{Suite: c.suite, Target: t.TempDir(), Forms: []string{c.form}, Scale: 0.001, Out: out})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -32,6 +32,9 @@ type ISCSI struct {
 	free    []region // freed regions, reused first-fit
 	next    int64    // bump pointer
 	maxUsed int64
+	// base and limit confine the regions to [base, limit) of the LUN (a
+	// client process of the clients suite; limit 0: the whole LUN).
+	base, limit int64
 }
 
 type region struct{ off, size int64 }
@@ -82,8 +85,12 @@ func (d *ISCSI) alloc(size int64) (region, error) {
 			return region{r.off, size}, nil
 		}
 	}
-	if d.next+need > d.s.Size() {
-		return region{}, fmt.Errorf("%w (%d bytes asked, %d of %d in use)", ErrLUNFull, size, d.next, d.s.Size())
+	end := d.s.Size()
+	if d.limit > 0 {
+		end = min(end, d.limit)
+	}
+	if d.next+need > end {
+		return region{}, fmt.Errorf("%w (%d bytes asked, %d of %d in use)", ErrLUNFull, size, d.next-d.base, end-d.base)
 	}
 	r := region{d.next, size}
 	d.next += need
@@ -93,8 +100,8 @@ func (d *ISCSI) alloc(size int64) (region, error) {
 
 func (d *ISCSI) release(r region) {
 	d.free = append(d.free, region{r.off, roundUp(max(r.size, 1), Alignment)})
-	if len(d.files) == 0 { // everything freed: start again from 0
-		d.free, d.next = nil, 0
+	if len(d.files) == 0 { // everything freed: start again from the base
+		d.free, d.next = nil, d.base
 	}
 }
 

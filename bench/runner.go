@@ -69,8 +69,13 @@ type Config struct {
 	Sizes   []int64
 	Threads []int
 	Count   int
-	// FileSize, when set, replaces the units suite's file size.
+	// FileSize, when set, replaces the units suite's file size (iozone's
+	// data set).
 	FileSize int64
+	// Settings set a suite's own parameters by name: the Params.Extra
+	// keys its Defaults declare (postmark's number, transactions, ...). An
+	// unknown name is an error.
+	Settings map[string]string
 	// Network is an emulated-link preset to run across ("" for none),
 	// recorded in run.json; Link is the kind of link (auto, netns, proxy:
 	// see Link).
@@ -335,8 +340,19 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	if cfg.Count > 0 {
 		p.Count = cfg.Count
 	}
-	if cfg.FileSize > 0 && s.Name == "units" {
+	if cfg.FileSize > 0 && (s.Name == "units" || s.Name == "iozone") {
 		p.FileSize = cfg.FileSize
+	}
+	for k, v := range cfg.Settings {
+		if _, ok := p.Extra[k]; !ok {
+			var have []string
+			for k := range p.Extra {
+				have = append(have, k)
+			}
+			slices.Sort(have)
+			return nil, fmt.Errorf("bench: suite %s has no setting %q (has: %s)", s.Name, k, strings.Join(have, ", "))
+		}
+		p.Extra[k] = v
 	}
 	target := Redact(cfg.Target)
 	w, err := Create(cfg.Out, Run{Suite: s.Name, Target: target, Protocol: protocolOf(cfg.Target), Params: p,
@@ -418,7 +434,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 		}
 		if !s.UsesForms {
 			if len(cfg.Forms) > 0 && !slices.Equal(cfg.Forms, []string{FormDefault}) {
-				return fmt.Errorf("suite %s does not measure access forms (only units does)", s.Name)
+				return fmt.Errorf("suite %s does not measure access forms (only units and amplification do)", s.Name)
 			}
 			r.Forms = []string{FormDefault}
 		}

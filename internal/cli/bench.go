@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,12 +22,41 @@ import (
 	"github.com/tristore/tristore/netem"
 )
 
-func init() { addCommand(newBenchCmd) }
+func init() {
+	addCommand(newBenchCmd)
+	addCommand(newBenchClientCmd)
+}
+
+// newBenchClientCmd is the client process of the clients suite: `tristore
+// bench clients` re-executes this binary once per client (hidden; it
+// speaks bench.ClientMain's protocol on stdin and stdout).
+func newBenchClientCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "bench-client",
+		Short:  "One client process of `tristore bench clients` (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			return bench.ClientMain(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+}
+
+// benchClientCommand re-executes this binary as a clients-suite client.
+func benchClientCommand(ctx context.Context) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.CommandContext(ctx, exe, "bench-client")
+}
 
 func newBenchCmd() *cobra.Command {
 	var list strings.Builder
 	for _, s := range bench.Suites() {
-		fmt.Fprintf(&list, "  %-8s %s (%s)\n", s.Name, s.Doc, s.Seed)
+		fmt.Fprintf(&list, "  %-13s %s (%s)\n", s.Name, s.Doc, s.Seed)
 	}
 	cmd := &cobra.Command{
 		Use:   "bench SUITE TARGET",
@@ -46,7 +77,9 @@ TARGET is one of
 --scale (0 < s <= 1) shrinks the seed's parameters: counts by s, sizes and
 thread counts by sqrt(s) (0.01 runs each suite in well under a minute here).
 Access forms (POSIX: default, sync = O_SYNC, direct = O_DIRECT; NFS and
-iSCSI: default, sync) apply to the units suite.
+iSCSI: default, sync) apply to the units and amplification suites. The
+clients suite runs each client as a separate process (this binary,
+re-executed); --threads sets its client counts.
 
 Failed requests are recorded and shown; a step stops after --max-errors
 failures in a row. If the run cannot finish, the error names the target and
@@ -123,6 +156,7 @@ func runBench(cmd *cobra.Command, args []string) error {
 		}
 		c.FileSize = n
 	}
+	c.ClientCommand = benchClientCommand
 	c.Out = cfg.GetString("out")
 	if c.Out == "" {
 		c.Out = filepath.Join("results", "bench-"+suite+"-"+time.Now().UTC().Format("20060102-150405"))
