@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tristore/tristore/bench"
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // The test binary is also the clients suite's client process: re-executed
@@ -135,5 +137,27 @@ func TestSuiteClientsFails(t *testing.T) {
 				t.Fatalf("left in the target: %v", ents)
 			}
 		})
+	}
+}
+
+// TestClientsCommand: `tristore bench clients` starts its clients as
+// `tristore bench-client` processes (the CLI's ClientCommand) and saves a
+// complete run.
+func TestClientsCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := testutil.TristoreBin(ctx, t)
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "results")
+	cmd := exec.CommandContext(ctx, bin, "bench", "clients", dir, "--scale", "0.0001", "--threads", "1,2", "--out", out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	run, ops, err := bench.ReadRun(out)
+	if err != nil || run.Partial || len(ops) != 2*3*3 {
+		t.Fatalf("%+v, %d records, %v\n%s", run, len(ops), err, b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
 	}
 }
