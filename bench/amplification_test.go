@@ -274,3 +274,46 @@ func TestAmplificationWireAgreesWithLink(t *testing.T) {
 		})
 	}
 }
+
+// TestSuiteAmplificationFUSE: POSIX access forms over an NFS export the
+// workbench mounts through FUSE (fuse+nfs://): default, O_SYNC and O_DIRECT
+// each write and read through the counting link — a read served from the
+// page cache instead would move less than its payload over the wire — and
+// the mount and its directory are gone afterwards.
+func TestSuiteAmplificationFUSE(t *testing.T) {
+	testutil.NeedRoot(t, "a FUSE mount")
+	testutil.NeedFUSE(t)
+	s := server(t)
+	target := "fuse+nfs" + strings.TrimPrefix(s.NFS, "nfs")
+	out := filepath.Join(t.TempDir(), "results")
+	run, ops := execute(t, bench.Config{Suite: "amplification", Target: target, Out: out, Link: "proxy",
+		Sizes: []int64{4 << 10, 256 << 10}, Threads: []int{1, 2}, Count: 4})
+	if run.Protocol != "fuse+nfs" || strings.Join(run.Forms, ",") != "default,sync,direct" || len(ops) != 3*2*2*4*3 {
+		t.Fatalf("run: %s %v, %d records", run.Protocol, run.Forms, len(ops))
+	}
+	amp := map[string]float64{}
+	for _, ph := range run.Phases {
+		what := fmt.Sprintf("%s %s %s x%d", ph.Name, ph.Form, bench.FormatSize(ph.Unit), ph.Threads)
+		switch ph.Name {
+		case "write":
+			if ph.WireUp < ph.Payload {
+				t.Fatalf("%s: %d bytes up for %d of payload", what, ph.WireUp, ph.Payload)
+			}
+		case "read":
+			if ph.WireDn < ph.Payload {
+				t.Fatalf("%s: %d bytes down for %d of payload: read from a cache?", what, ph.WireDn, ph.Payload)
+			}
+		}
+		if ph.Payload > 0 {
+			amp[what] = float64(ph.WireUp+ph.WireDn) / float64(ph.Payload)
+		}
+	}
+	t.Logf("amplification: %v", amp)
+	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), "tristore-bench-fuse-") {
+		t.Fatalf("a bench FUSE mount is left:\n%s", m)
+	}
+	checkClean(t, "nfs", s.NFS, run)
+	if page := redraw(t, out); !strings.Contains(page, "fuse+nfs") || !strings.Contains(page, " direct</text>") {
+		t.Fatal("report lacks the fuse+nfs direct series")
+	}
+}
