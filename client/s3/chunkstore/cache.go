@@ -188,3 +188,24 @@ func (c *cache) usage() (clean, dirty int64) {
 	defer c.mu.Unlock()
 	return c.clean, c.dirty
 }
+
+// shed evicts least recently used clean chunks until n bytes are freed or
+// none are left, after the disk filled up before the limit was reached
+// (the limit is larger than the disk, or something else uses it). It
+// reports whether anything was freed.
+func (c *cache) shed(n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	freed := int64(0)
+	for freed < n && c.lru.Len() > 0 {
+		el := c.lru.Back()
+		e := el.Value.(*centry)
+		c.lru.Remove(el)
+		delete(c.idx, e.hash)
+		c.clean -= e.size
+		if os.Remove(c.cleanPath(e.hash)) == nil {
+			freed += e.size
+		}
+	}
+	return freed > 0
+}

@@ -177,7 +177,11 @@ func (s *Store) fetch(ctx context.Context, h string) error {
 	}
 	s.downloads.Add(1)
 	s.downBytes.Add(int64(len(data)))
-	return s.cache.put(h, data)
+	err = s.cache.put(h, data)
+	if errors.Is(err, ErrNoSpace) && s.cache.shed(int64(len(data))) {
+		err = s.cache.put(h, data)
+	}
+	return err
 }
 
 func hashOf(b []byte) string {
@@ -374,7 +378,11 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	if err != nil {
 		return over, err
 	}
-	if _, err := f.WriteAt(data, co); err != nil {
+	_, err = f.WriteAt(data, co)
+	if err != nil && errors.Is(noSpace(err), ErrNoSpace) && s.cache.shed(int64(len(data))+s.cs) {
+		_, err = f.WriteAt(data, co) // the disk filled before the limit: clean chunks made room
+	}
+	if err != nil {
 		return over, fmt.Errorf("cache: %w", noSpace(err))
 	}
 	s.mu.Lock()
@@ -425,7 +433,13 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 	if err != nil {
 		return nil, false, noSpace(err)
 	}
-	if _, err := f.Write(old); err != nil {
+	_, err = f.Write(old)
+	if err != nil && errors.Is(noSpace(err), ErrNoSpace) && s.cache.shed(s.cs) {
+		f.Seek(0, io.SeekStart)
+		f.Truncate(0)
+		_, err = f.Write(old)
+	}
+	if err != nil {
 		f.Close()
 		os.Remove(path)
 		return nil, false, fmt.Errorf("cache: %w", noSpace(err))

@@ -172,7 +172,7 @@ func (s *Store) writeSnapshot() error {
 	if err != nil {
 		return err
 	}
-	s.jf, s.jrecs = jf, 0
+	s.jf, s.jrecs, s.joff = jf, 0, 0
 	return syncDir(s.dir)
 }
 
@@ -184,9 +184,19 @@ func (s *Store) record(r *rec) error {
 		return err
 	}
 	b = append(b, '\n')
-	if _, err := s.jf.Write(b); err != nil {
-		return fmt.Errorf("cache journal: %w", noSpace(err))
+	if _, err := s.jf.WriteAt(b, s.joff); err != nil {
+		// A torn record would end the replay before any later record:
+		// cut it off. On a full disk, make room and try once more.
+		s.jf.Truncate(s.joff)
+		if !errors.Is(noSpace(err), ErrNoSpace) || !s.cache.shed(1<<20) {
+			return fmt.Errorf("cache journal: %w", noSpace(err))
+		}
+		if _, err := s.jf.WriteAt(b, s.joff); err != nil {
+			s.jf.Truncate(s.joff)
+			return fmt.Errorf("cache journal: %w", noSpace(err))
+		}
 	}
+	s.joff += int64(len(b))
 	ch, err := applyRec(s.m, r, &s.pubETag)
 	if err != nil {
 		return err

@@ -147,6 +147,7 @@ type Store struct {
 	st       map[uint64]*istate
 	jf       *os.File
 	jrecs    int
+	joff     int64 // journal length: the offset of the next record
 	closed   bool
 	leaseErr error
 
