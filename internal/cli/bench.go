@@ -72,6 +72,8 @@ TARGET is one of
   DIR                                 a directory (local disk, a FUSE mount, a kernel NFS/iSCSI mount)
   s3://[AK:SK@]host:port/bucket       S3 (path style; s3+https:// for TLS); the bucket is made if missing
   nfs://host:port/export              NFS v3 with tristore's userspace client (?mountport=P)
+  fuse+nfs://host:port/export         the export mounted here through FUSE and driven as a directory
+                                      (POSIX access forms, its wire bytes counted on the link)
   iscsi://[user:secret@]host:port/IQN/LUN   a raw LUN: ITS DATA IS OVERWRITTEN
 
 --scale (0 < s <= 1) shrinks the seed's parameters: counts by s, sizes and
