@@ -8,14 +8,12 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -26,8 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // MinPartSize is S3's smallest part (all but the last) of a multipart
@@ -87,6 +83,10 @@ type Config struct {
 
 	// HTTPClient replaces the engine's own (a pool sized for Parallelism).
 	HTTPClient *http.Client
+
+	// Progress, when set, is told the payload bytes of every part or
+	// chunk once it is safely moved (from many goroutines at once).
+	Progress func(n int64)
 }
 
 // withDefaults fills zero fields and checks the memory bound.
@@ -168,6 +168,13 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, api: api, pool: newBufPool(cfg.Parallelism, cfg.ChunkSize)}, nil
 }
 
+// progress reports n bytes done to Config.Progress.
+func (e *Engine) progress(n int64) {
+	if e.cfg.Progress != nil && n > 0 {
+		e.cfg.Progress(n)
+	}
+}
+
 // Config returns the engine's effective configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
@@ -224,137 +231,6 @@ func crcB64(sum uint32) string {
 	return base64.StdEncoding.EncodeToString(b[:])
 }
 
-// Upload stores size bytes of r as bucket/key: one PUT up to ChunkSize,
-// else a parallel multipart upload that is aborted if anything fails.
-func (e *Engine) Upload(ctx context.Context, bucket, key string, r io.ReaderAt, size int64) (Result, error) {
-	st := newStats()
-	err := e.upload(ctx, st, bucket, key, r, size)
-	res := st.result(size)
-	if err != nil {
-		res.Bytes = 0
-		return res, fmt.Errorf("upload s3://%s/%s: %w", bucket, key, err)
-	}
-	return res, nil
-}
-
-func (e *Engine) upload(ctx context.Context, st *stats, bucket, key string, r io.ReaderAt, size int64) error {
-	if size < 0 {
-		return fmt.Errorf("negative size %d", size)
-	}
-	chunk := e.cfg.ChunkSize
-	if size <= chunk {
-		buf, err := e.pool.get(ctx)
-		if err != nil {
-			return err
-		}
-		defer e.pool.put(buf)
-		b := buf[:size]
-		if err := readFull(r, b, 0); err != nil {
-			return err
-		}
-		sum := crcB64(crc32.Checksum(b, castagnoli))
-		return e.do(ctx, st, func(ctx context.Context) error {
-			_, err := e.api.PutObject(ctx, &awss3.PutObjectInput{
-				Bucket: &bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(size),
-				ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c, ChecksumCRC32C: &sum,
-			})
-			return err
-		})
-	}
-	if chunk < MinPartSize {
-		return fmt.Errorf("chunk size %d is under S3's minimum part size %d for a multipart upload", chunk, MinPartSize)
-	}
-	nparts := (size + chunk - 1) / chunk
-	if nparts > maxParts {
-		return fmt.Errorf("%d bytes in %d-byte parts need %d parts, over S3's limit of %d: use a larger chunk size", size, chunk, nparts, maxParts)
-	}
-	var uploadID string
-	err := e.do(ctx, st, func(ctx context.Context) error {
-		out, err := e.api.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
-			Bucket: &bucket, Key: &key, ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
-		})
-		if err == nil {
-			uploadID = aws.ToString(out.UploadId)
-		}
-		return err
-	})
-	if err == nil && uploadID == "" {
-		err = errors.New("CreateMultipartUpload answered without an UploadId")
-	}
-	if err != nil {
-		return err
-	}
-	parts := make([]types.CompletedPart, nparts)
-	err = e.parallel(ctx, int(nparts), func(ctx context.Context, i int) error {
-		off := int64(i) * chunk
-		n := min(chunk, size-off)
-		buf, err := e.pool.get(ctx)
-		if err != nil {
-			return err
-		}
-		defer e.pool.put(buf)
-		b := buf[:n]
-		if err := readFull(r, b, off); err != nil {
-			return err
-		}
-		sum := crcB64(crc32.Checksum(b, castagnoli))
-		pn := int32(i + 1)
-		return e.do(ctx, st, func(ctx context.Context) error {
-			out, err := e.api.UploadPart(ctx, &awss3.UploadPartInput{
-				Bucket: &bucket, Key: &key, UploadId: &uploadID, PartNumber: &pn,
-				Body: bytes.NewReader(b), ContentLength: aws.Int64(n),
-				ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c, ChecksumCRC32C: &sum,
-			})
-			if err != nil {
-				return err
-			}
-			if got := aws.ToString(out.ChecksumCRC32C); got != "" && got != sum {
-				return fmt.Errorf("part %d: server stored CRC32C %s, sent %s: %w", pn, got, sum, ErrChecksum)
-			}
-			parts[i] = types.CompletedPart{PartNumber: &pn, ETag: out.ETag, ChecksumCRC32C: &sum}
-			return nil
-		})
-	})
-	if err == nil {
-		err = e.do(ctx, st, func(ctx context.Context) error {
-			_, err := e.api.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
-				Bucket: &bucket, Key: &key, UploadId: &uploadID,
-				MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-			})
-			return err
-		})
-	}
-	if err != nil {
-		// Nothing partial stays behind: abort even when ctx is cancelled.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		aerr := e.do(actx, st, func(ctx context.Context) error {
-			_, err := e.api.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
-				Bucket: &bucket, Key: &key, UploadId: &uploadID,
-			})
-			return err
-		})
-		if aerr != nil {
-			return fmt.Errorf("%w (and aborting upload %s failed: %v)", err, uploadID, aerr)
-		}
-		return err
-	}
-	return nil
-}
-
-// readFull reads len(b) bytes at off; a short source is an error (the file
-// shrank under us), not a silently short object.
-func readFull(r io.ReaderAt, b []byte, off int64) error {
-	n, err := r.ReadAt(b, off)
-	if n == len(b) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("read source at %d: got %d of %d bytes: %w", off, n, len(b), err)
-}
-
 // parallel runs fn(0..n-1) on at most Parallelism goroutines; the first
 // error cancels the rest and is returned.
 func (e *Engine) parallel(ctx context.Context, n int, fn func(context.Context, int) error) error {
@@ -387,141 +263,6 @@ func (e *Engine) parallel(ctx context.Context, n int, fn func(context.Context, i
 		return ctx.Err()
 	}
 	return firstErr
-}
-
-// Download writes bucket/key to w with parallel ranged GETs of ChunkSize.
-// Every GET carries If-Match on the ETag seen first, and every part's
-// length is checked, so an object replaced mid-download is an error, not
-// a mix; a single-GET object with a stored full-object CRC32C/CRC32 has
-// its bytes compared against it.
-func (e *Engine) Download(ctx context.Context, bucket, key string, w io.WriterAt) (Result, error) {
-	st := newStats()
-	size, err := e.download(ctx, st, bucket, key, w)
-	res := st.result(size)
-	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed {
-		err = fmt.Errorf("%w: %w", ErrChanged, err)
-	}
-	if err != nil {
-		res.Bytes = 0
-		return res, fmt.Errorf("download s3://%s/%s: %w", bucket, key, err)
-	}
-	return res, nil
-}
-
-func (e *Engine) download(ctx context.Context, st *stats, bucket, key string, w io.WriterAt) (int64, error) {
-	var head *awss3.HeadObjectOutput
-	err := e.do(ctx, st, func(ctx context.Context) error {
-		var err error
-		head, err = e.api.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	size := aws.ToInt64(head.ContentLength)
-	etag := head.ETag
-	chunk := e.cfg.ChunkSize
-	if size == 0 {
-		return 0, nil
-	}
-	if size <= chunk {
-		buf, err := e.pool.get(ctx)
-		if err != nil {
-			return 0, err
-		}
-		defer e.pool.put(buf)
-		b := buf[:size]
-		err = e.do(ctx, st, func(ctx context.Context) error {
-			out, err := e.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &bucket, Key: &key, IfMatch: etag, ChecksumMode: types.ChecksumModeEnabled})
-			if err != nil {
-				return err
-			}
-			defer out.Body.Close()
-			if err := readBody(out.Body, b, aws.ToInt64(out.ContentLength)); err != nil {
-				return err
-			}
-			return verifyFull(out, b)
-		})
-		if err != nil {
-			return 0, err
-		}
-		if _, err := w.WriteAt(b, 0); err != nil {
-			return 0, fmt.Errorf("write local: %w", err)
-		}
-		return size, nil
-	}
-	nparts := int((size + chunk - 1) / chunk)
-	err = e.parallel(ctx, nparts, func(ctx context.Context, i int) error {
-		off := int64(i) * chunk
-		n := min(chunk, size-off)
-		buf, err := e.pool.get(ctx)
-		if err != nil {
-			return err
-		}
-		defer e.pool.put(buf)
-		b := buf[:n]
-		rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
-		err = e.do(ctx, st, func(ctx context.Context) error {
-			out, err := e.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &bucket, Key: &key, IfMatch: etag, Range: &rng})
-			if err != nil {
-				return err
-			}
-			defer out.Body.Close()
-			if got := aws.ToString(out.ETag); etag != nil && got != "" && got != *etag {
-				return fmt.Errorf("range %s: ETag %s, want %s: %w", rng, got, *etag, ErrChanged)
-			}
-			return readBody(out.Body, b, aws.ToInt64(out.ContentLength))
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := w.WriteAt(b, off); err != nil {
-			return fmt.Errorf("write local at %d: %w", off, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return size, nil
-}
-
-// readBody fills b from body, which must hold exactly len(b) bytes.
-func readBody(body io.Reader, b []byte, contentLength int64) error {
-	if contentLength != int64(len(b)) {
-		return fmt.Errorf("response has %d bytes, want %d: %w", contentLength, len(b), ErrChecksum)
-	}
-	if _, err := io.ReadFull(body, b); err != nil {
-		return err
-	}
-	var one [1]byte
-	if n, _ := body.Read(one[:]); n != 0 {
-		return fmt.Errorf("response longer than %d bytes: %w", len(b), ErrChecksum)
-	}
-	return nil
-}
-
-// verifyFull compares a whole object's bytes with its stored full-object
-// checksum, when the server returned one (composite, per-part checksums
-// of multipart objects cannot be compared against one GET's bytes).
-func verifyFull(out *awss3.GetObjectOutput, b []byte) error {
-	if out.ChecksumType == types.ChecksumTypeComposite {
-		return nil
-	}
-	check := func(name, want string, tab *crc32.Table) error {
-		if want == "" || strings.Contains(want, "-") {
-			return nil
-		}
-		if got := crcB64(crc32.Checksum(b, tab)); got != want {
-			return fmt.Errorf("%s of received bytes %s, stored %s: %w", name, got, want, ErrChecksum)
-		}
-		return nil
-	}
-	if err := check("CRC32C", aws.ToString(out.ChecksumCRC32C), castagnoli); err != nil {
-		return err
-	}
-	return check("CRC32", aws.ToString(out.ChecksumCRC32), crc32.IEEETable)
 }
 
 // isNetErr is a crude but bounded fallback for transport errors the SDK

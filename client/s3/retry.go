@@ -95,6 +95,7 @@ type stats struct {
 	mu        sync.Mutex
 	latencies []time.Duration
 	retries   int
+	reused    int64
 }
 
 func newStats() *stats { return &stats{start: time.Now()} }
@@ -102,6 +103,25 @@ func newStats() *stats { return &stats{start: time.Now()} }
 func (s *stats) record(d time.Duration) {
 	s.mu.Lock()
 	s.latencies = append(s.latencies, d)
+	s.mu.Unlock()
+}
+
+// addReused counts bytes an earlier, interrupted upload already stored.
+func (s *stats) addReused(n int64) {
+	s.mu.Lock()
+	s.reused += n
+	s.mu.Unlock()
+}
+
+// merge adds o's requests to s (a batch summarising its files).
+func (s *stats) merge(o *stats) {
+	o.mu.Lock()
+	l, r, u := append([]time.Duration(nil), o.latencies...), o.retries, o.reused
+	o.mu.Unlock()
+	s.mu.Lock()
+	s.latencies = append(s.latencies, l...)
+	s.retries += r
+	s.reused += u
 	s.mu.Unlock()
 }
 
@@ -122,13 +142,16 @@ type Result struct {
 	LatencyP50Ms float64 `json:"latency_p50_ms"` // per request
 	LatencyP90Ms float64 `json:"latency_p90_ms"`
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
+	// ResumedBytes of Bytes were not sent again: an interrupted upload
+	// had already stored them (verified by size and checksum).
+	ResumedBytes int64 `json:"resumed_bytes,omitempty"`
 }
 
 func (s *stats) result(bytes int64) Result {
 	el := time.Since(s.start)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := Result{Bytes: bytes, Seconds: el.Seconds(), Requests: len(s.latencies), Retries: s.retries}
+	r := Result{Bytes: bytes, Seconds: el.Seconds(), Requests: len(s.latencies), Retries: s.retries, ResumedBytes: s.reused}
 	if r.Seconds > 0 {
 		r.BandwidthBps = float64(bytes) / r.Seconds
 	}

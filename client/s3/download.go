@@ -1,0 +1,165 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Download writes bucket/key to w with parallel ranged GETs of ChunkSize.
+// Every GET carries If-Match on the ETag seen first, and every part's
+// length is checked, so an object replaced mid-download is an error, not
+// a mix; a single-GET object with a stored full-object CRC32C/CRC32 has
+// its bytes compared against it.
+func (e *Engine) Download(ctx context.Context, bucket, key string, w io.WriterAt) (Result, error) {
+	st := newStats()
+	size, err := e.download(ctx, st, bucket, key, w, "")
+	res := st.result(size)
+	if err != nil {
+		res.Bytes = 0
+		return res, fmt.Errorf("download s3://%s/%s: %w", bucket, key, err)
+	}
+	return res, nil
+}
+
+// download writes the object to w; ifMatch, when set, is the ETag the
+// object must still have (seen in a listing), so an object replaced since
+// is ErrChanged before a byte is fetched.
+func (e *Engine) download(ctx context.Context, st *stats, bucket, key string, w io.WriterAt, ifMatch string) (int64, error) {
+	size, err := e.download1(ctx, st, bucket, key, w, ifMatch)
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed {
+		err = fmt.Errorf("%w: %w", ErrChanged, err)
+	}
+	return size, err
+}
+
+func (e *Engine) download1(ctx context.Context, st *stats, bucket, key string, w io.WriterAt, ifMatch string) (int64, error) {
+	var head *awss3.HeadObjectOutput
+	err := e.do(ctx, st, func(ctx context.Context) error {
+		var err error
+		in := &awss3.HeadObjectInput{Bucket: &bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled}
+		if ifMatch != "" {
+			in.IfMatch = &ifMatch
+		}
+		head, err = e.api.HeadObject(ctx, in)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	size := aws.ToInt64(head.ContentLength)
+	etag := head.ETag
+	chunk := e.cfg.ChunkSize
+	if size == 0 {
+		return 0, nil
+	}
+	if size <= chunk {
+		buf, err := e.pool.get(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer e.pool.put(buf)
+		b := buf[:size]
+		err = e.do(ctx, st, func(ctx context.Context) error {
+			out, err := e.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &bucket, Key: &key, IfMatch: etag, ChecksumMode: types.ChecksumModeEnabled})
+			if err != nil {
+				return err
+			}
+			defer out.Body.Close()
+			if err := readBody(out.Body, b, aws.ToInt64(out.ContentLength)); err != nil {
+				return err
+			}
+			return verifyFull(out, b)
+		})
+		if err != nil {
+			return 0, err
+		}
+		if _, err := w.WriteAt(b, 0); err != nil {
+			return 0, fmt.Errorf("write local: %w", err)
+		}
+		e.progress(size)
+		return size, nil
+	}
+	nparts := int((size + chunk - 1) / chunk)
+	err = e.parallel(ctx, nparts, func(ctx context.Context, i int) error {
+		off := int64(i) * chunk
+		n := min(chunk, size-off)
+		buf, err := e.pool.get(ctx)
+		if err != nil {
+			return err
+		}
+		defer e.pool.put(buf)
+		b := buf[:n]
+		rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+		err = e.do(ctx, st, func(ctx context.Context) error {
+			out, err := e.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &bucket, Key: &key, IfMatch: etag, Range: &rng})
+			if err != nil {
+				return err
+			}
+			defer out.Body.Close()
+			if got := aws.ToString(out.ETag); etag != nil && got != "" && got != *etag {
+				return fmt.Errorf("range %s: ETag %s, want %s: %w", rng, got, *etag, ErrChanged)
+			}
+			return readBody(out.Body, b, aws.ToInt64(out.ContentLength))
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := w.WriteAt(b, off); err != nil {
+			return fmt.Errorf("write local at %d: %w", off, err)
+		}
+		e.progress(n)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// readBody fills b from body, which must hold exactly len(b) bytes.
+func readBody(body io.Reader, b []byte, contentLength int64) error {
+	if contentLength != int64(len(b)) {
+		return fmt.Errorf("response has %d bytes, want %d: %w", contentLength, len(b), ErrChecksum)
+	}
+	if _, err := io.ReadFull(body, b); err != nil {
+		return err
+	}
+	var one [1]byte
+	if n, _ := body.Read(one[:]); n != 0 {
+		return fmt.Errorf("response longer than %d bytes: %w", len(b), ErrChecksum)
+	}
+	return nil
+}
+
+// verifyFull compares a whole object's bytes with its stored full-object
+// checksum, when the server returned one (composite, per-part checksums
+// of multipart objects cannot be compared against one GET's bytes).
+func verifyFull(out *awss3.GetObjectOutput, b []byte) error {
+	if out.ChecksumType == types.ChecksumTypeComposite {
+		return nil
+	}
+	check := func(name, want string, tab *crc32.Table) error {
+		if want == "" || strings.Contains(want, "-") {
+			return nil
+		}
+		if got := crcB64(crc32.Checksum(b, tab)); got != want {
+			return fmt.Errorf("%s of received bytes %s, stored %s: %w", name, got, want, ErrChecksum)
+		}
+		return nil
+	}
+	if err := check("CRC32C", aws.ToString(out.ChecksumCRC32C), castagnoli); err != nil {
+		return err
+	}
+	return check("CRC32", aws.ToString(out.ChecksumCRC32), crc32.IEEETable)
+}
