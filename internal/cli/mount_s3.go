@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	s3client "github.com/tristore/tristore/client/s3"
+	"github.com/tristore/tristore/client/s3/chunkstore"
+	"github.com/tristore/tristore/fusefs/cloudfs"
+)
+
+// `tristore mount s3://bucket[/prefix] DIR`: a POSIX tree kept in any S3
+// bucket as a manifest plus chunks (client/s3/chunkstore, fusefs/cloudfs;
+// docs/cloudfs.md), or with --plain a bucket of ordinary objects.
+
+func init() {
+	registerMount(mountSpec{
+		Scheme: "s3",
+		Help:   "s3://bucket[/prefix]  a file tree kept in any S3 bucket as chunks, cached locally (--cache, --cache-size); --plain: a bucket of ordinary objects",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.String("cache", "", "s3: local cache directory (default: the user cache directory, .../tristore/cloudfs)")
+			sizeFlag(fs, "cache-size", 1<<30, "s3: bytes the cache may hold (clean chunks are evicted LRU; dirty ones are written back early when they alone fill it)")
+			cloudFlags(fs)
+			fs.Bool("plain", false, "s3: mount a bucket of ordinary objects (keys as paths) read-mostly instead of a chunk store")
+			fs.Bool("s3-read-only", false, "s3: mount read-only (no lease taken)")
+			fs.Bool("s3-create", true, "s3: create an empty file tree when the prefix holds none")
+			fs.Bool("s3-flush-on-close", true, "s3: close(2) uploads the file's dirty chunks (the manifest follows at the next write-back check; fsync publishes at once)")
+			fs.Duration("s3-attr-timeout", time.Second, "s3: how long the kernel caches attributes and names")
+			fs.Bool("s3-debug", false, "s3: log every FUSE request")
+		},
+		Run: runMountS3,
+	})
+}
+
+// cloudFlags are the endpoint and chunk-store flags shared by mount s3://
+// and volume create --backend.
+func cloudFlags(fs *pflag.FlagSet) {
+	fs.String("s3-endpoint", "", "s3: endpoint URL, e.g. http://127.0.0.1:8333 (env AWS_ENDPOINT_URL); default AWS")
+	fs.String("s3-region", "", "s3: region to sign for (env AWS_REGION); default us-east-1")
+	fs.String("s3-access-key", "", "s3: access key (env AWS_ACCESS_KEY_ID)")
+	fs.String("s3-secret-key", "", "s3: secret key (env AWS_SECRET_ACCESS_KEY)")
+	fs.Bool("s3-path-style", true, "s3: bucket in the URL path (what non-AWS endpoints want)")
+	fs.Int("s3-retries", s3client.DefaultRetries, "s3: retries per request on 5xx, throttling, timeouts and resets")
+	sizeFlag(fs, "s3-chunk-size", chunkstore.DefaultChunkSize, "s3: chunk size of a new store (an existing one keeps its own); 4KiB..64MiB")
+	fs.Int("s3-parallel", 8, "s3: chunk transfers in flight")
+	sizeFlag(fs, "s3-max-memory", 256<<20, "s3: bound on chunk size × s3-parallel")
+	fs.Duration("s3-write-back-age", 30*time.Second, "s3: dirty chunks older than this are uploaded")
+	fs.Duration("s3-write-back-every", 5*time.Second, "s3: how often dirty chunks are checked")
+	fs.Int("s3-prefetch", 0, "s3: prefetch window cap in chunks (0: by chunk size; -1: off)")
+	fs.Duration("s3-lease-ttl", 60*time.Second, "s3: lease lifetime; another gateway may take over this long after a crash")
+}
+
+func firstSet(flag string, envs ...string) string {
+	if v := cfg.GetString(flag); v != "" {
+		return v
+	}
+	for _, e := range envs {
+		if v := os.Getenv(e); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// cloudEngine builds the S3 client from the s3-* flags and AWS_* env.
+func cloudEngine() (*s3client.Engine, error) {
+	retries := cfg.GetInt("s3-retries")
+	switch {
+	case retries < 0:
+		return nil, fmt.Errorf("--s3-retries %d: want 0 or more", retries)
+	case retries == 0:
+		retries = s3client.NoRetries
+	}
+	return s3client.New(s3client.Config{
+		Retries:   retries,
+		Endpoint:  firstSet("s3-endpoint", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+		Region:    firstSet("s3-region", "AWS_REGION", "AWS_DEFAULT_REGION"),
+		AccessKey: firstSet("s3-access-key", "AWS_ACCESS_KEY_ID"),
+		SecretKey: firstSet("s3-secret-key", "AWS_SECRET_ACCESS_KEY"),
+		Token:     os.Getenv("AWS_SESSION_TOKEN"),
+		PathStyle: cfg.GetBool("s3-path-style"),
+		// Chunk-sized requests only; the engine's own buffers stay unused.
+		ChunkSize: 1, Parallelism: 1,
+	})
+}
+
+// chunkConfig fills a chunkstore.Config from the flags.
+func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.Config, error) {
+	c := chunkstore.Config{Engine: e, Bucket: bucket, Prefix: prefix, CacheDir: cache}
+	var err error
+	if c.CacheSize, err = cfgSize("cache-size", 64<<20, 1<<50); err != nil {
+		return c, err
+	}
+	if c.ChunkSize, err = cfgSize("s3-chunk-size", chunkstore.MinChunkSize, chunkstore.MaxChunkSize); err != nil {
+		return c, err
+	}
+	if c.MaxMemory, err = cfgSize("s3-max-memory", 1<<20, 1<<40); err != nil {
+		return c, err
+	}
+	c.Parallelism = cfg.GetInt("s3-parallel")
+	c.WriteBackAge = cfg.GetDuration("s3-write-back-age")
+	c.WriteBackEvery = cfg.GetDuration("s3-write-back-every")
+	c.PrefetchMax = cfg.GetInt("s3-prefetch")
+	c.LeaseTTL = cfg.GetDuration("s3-lease-ttl")
+	if c.WriteBackEvery <= 0 || c.WriteBackAge < 0 {
+		return c, fmt.Errorf("--s3-write-back-every must be positive and --s3-write-back-age not negative")
+	}
+	if c.PrefetchMax == 0 {
+		c.PrefetchMax = 0
+	}
+	return c, nil
+}
+
+func defaultCacheDir() (string, error) {
+	if v := cfg.GetString("cache"); v != "" {
+		return v, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("mount: no --cache given and no user cache directory: %w", err)
+	}
+	return filepath.Join(d, "tristore", "cloudfs"), nil
+}
+
+func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
+	bucket, prefix := u.Host, strings.Trim(u.Path, "/")
+	if bucket == "" {
+		return fmt.Errorf("mount: %s names no bucket (want s3://bucket[/prefix])", u)
+	}
+	e, err := cloudEngine()
+	if err != nil {
+		return err
+	}
+	cache, err := defaultCacheDir()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if cfg.GetBool("plain") {
+		return runMountPlain(cmd, e, bucket, prefix, cache, dir)
+	}
+	c, err := chunkConfig(e, bucket, prefix, cache)
+	if err != nil {
+		return err
+	}
+	c.Create = cfg.GetBool("s3-create")
+	c.ReadOnly = cfg.GetBool("s3-read-only")
+	octx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	st, err := chunkstore.Open(octx, c)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
+	closeStore := func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := st.Close(cctx); err != nil {
+			return fmt.Errorf("mount: final write-back of %s failed; the dirty data stays in %s and is uploaded at the next mount: %w",
+				u, st.CacheDir(), err)
+		}
+		return nil
+	}
+	f, err := cloudfs.New(st, cloudfs.Options{
+		FlushOnClose: cfg.GetBool("s3-flush-on-close"),
+		AttrTimeout:  cfg.GetDuration("s3-attr-timeout"),
+		FsName:       "s3://" + bucket + "/" + prefix,
+		Debug:        cfg.GetBool("s3-debug"),
+	})
+	if err != nil {
+		return errors.Join(err, closeStore())
+	}
+	srv, err := f.Mount(dir)
+	if err != nil {
+		return errors.Join(fmt.Errorf("mount %s on %s: %w", u, dir, err), closeStore())
+	}
+	s := st.Stats()
+	slog.Info("mounted", "url", u.String(), "dir", dir, "chunk_size", st.ChunkSize(), "generation", st.Generation(),
+		"cache", st.CacheDir(), "recovered_chunks", s.Recovered)
+	if err := waitUnmount(ctx, srv, dir); err != nil {
+		return errors.Join(err, closeStore())
+	}
+	return closeStore()
+}
+
+// waitUnmount blocks until dir is unmounted from outside or ctx ends (then
+// it unmounts, retrying while busy and detaching lazily after 10 s).
+func waitUnmount(ctx context.Context, srv *fuse.Server, dir string) error {
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+		slog.Info("unmounted", "dir", dir)
+		return nil
+	case <-ctx.Done():
+	}
+	err := srv.Unmount()
+	for i := 0; i < 20 && err != nil; i++ {
+		time.Sleep(500 * time.Millisecond)
+		err = srv.Unmount()
+	}
+	if err != nil {
+		if derr := syscall.Unmount(dir, syscall.MNT_DETACH); derr != nil {
+			return fmt.Errorf("unmount %s: %w (lazy unmount: %v)", dir, err, derr)
+		}
+		slog.Warn("mount was busy; detached lazily", "dir", dir)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("unmount %s: FUSE server did not stop", dir)
+	}
+	slog.Info("unmounted", "dir", dir)
+	return nil
+}
