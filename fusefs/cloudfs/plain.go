@@ -47,11 +47,11 @@ type PlainOptions struct {
 
 // PlainFS is a mounted bucket of ordinary objects.
 type PlainFS struct {
-	api  *awss3.Client
-	o    PlainOptions
-	log  *slog.Logger
-	uid  uint32
-	gid  uint32
+	api *awss3.Client
+	o   PlainOptions
+	log *slog.Logger
+	uid uint32
+	gid uint32
 }
 
 // NewPlain wraps a bucket.
