@@ -317,3 +317,43 @@ func TestSuiteAmplificationFUSE(t *testing.T) {
 		t.Fatal("report lacks the fuse+nfs direct series")
 	}
 }
+
+// TestSuiteAmplificationExt4: seed 000's iSCSI — ext4 on the LUN, through
+// FUSE and a loop device, all of its I/O on this process's session across
+// the counting link. Every step moved at least its payload; O_SYNC writes
+// of small files carry ext4's journal and metadata, so their amplification
+// is well above the raw LUN's (seed 000 Equation 2: (journal + metadata +
+// s) ÷ s); and the stack is gone afterwards.
+func TestSuiteAmplificationExt4(t *testing.T) {
+	testutil.NeedRoot(t, "losetup and mount")
+	testutil.NeedFUSE(t)
+	for _, c := range []string{"losetup", "mkfs.ext4", "mount", "umount"} {
+		testutil.NeedCmd(t, c)
+	}
+	s := server(t)
+	target := "ext4+" + s.ISCSI
+	out := filepath.Join(t.TempDir(), "results")
+	run, ops := execute(t, bench.Config{Suite: "amplification", Target: target, Out: out, Link: "proxy",
+		Sizes: []int64{4 << 10, 256 << 10}, Threads: []int{1}, Count: 8})
+	if run.Protocol != "ext4+iscsi" || strings.Join(run.Forms, ",") != "default,sync,direct" || len(ops) != 3*2*8*3 {
+		t.Fatalf("run: %s %v, %d records", run.Protocol, run.Forms, len(ops))
+	}
+	amp := map[string]float64{}
+	for _, ph := range run.Phases {
+		what := fmt.Sprintf("%s %s %s", ph.Name, ph.Form, bench.FormatSize(ph.Unit))
+		if (ph.Name == "write" && ph.WireUp < ph.Payload) || (ph.Name == "read" && ph.WireDn < ph.Payload) {
+			t.Fatalf("%s: wire up %d down %d for %d of payload", what, ph.WireUp, ph.WireDn, ph.Payload)
+		}
+		if ph.Payload > 0 {
+			amp[what] = float64(ph.WireUp+ph.WireDn) / float64(ph.Payload)
+		}
+	}
+	t.Logf("amplification: %v", amp)
+	if a := amp["write sync 4KiB"]; a < 2 {
+		t.Fatalf("O_SYNC writes of 4 KiB files on ext4: amplification %.2f, want the journal's and metadata's share (> 2)", a)
+	}
+	m, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(m), "tristore-bench-ext4-") {
+		t.Fatalf("a bench mount is left:\n%s", m)
+	}
+}

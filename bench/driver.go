@@ -99,8 +99,9 @@ func (o *Options) timeout() time.Duration {
 
 // Open connects to target: a directory path (or file:///path), s3://host:port/bucket
 // (s3+https:// for TLS), nfs://host:port/export, fuse+nfs://host:port/export
-// (the export mounted through FUSE here, driven as a directory) or
-// iscsi://host:port/iqn/lun.
+// (the export mounted through FUSE here, driven as a directory),
+// iscsi://host:port/iqn/lun or ext4+iscsi://host:port/iqn/lun (a new ext4
+// on the LUN, mounted here).
 // It checks that the target answers (and that the credentials are accepted)
 // before returning, so a bad target fails here, naming the target.
 func Open(ctx context.Context, target string, o Options) (Driver, error) {
@@ -123,8 +124,10 @@ func Open(ctx context.Context, target string, o Options) (Driver, error) {
 		return OpenFUSENFS(ctx, u, o)
 	case "iscsi":
 		return OpenISCSI(ctx, u, o)
+	case "ext4+iscsi":
+		return OpenExt4ISCSI(ctx, u, o)
 	}
-	return nil, fmt.Errorf("bench: target %q: unknown scheme %q (want a path, s3://, nfs://, fuse+nfs:// or iscsi://)", Redact(target), scheme)
+	return nil, fmt.Errorf("bench: target %q: unknown scheme %q (want a path, s3://, nfs://, fuse+nfs://, iscsi:// or ext4+iscsi://)", Redact(target), scheme)
 }
 
 // Redact removes secrets from a target URL: the password of user info and

@@ -39,11 +39,14 @@ func server(t *testing.T) *drivertest.Server {
 	if shared.s == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
+		// Built first: a failed build ends the test before anything is
+		// made to clean up.
+		bin := testutil.TristoreBin(ctx, t)
 		data, err := os.MkdirTemp("", "tristore-bench-data-")
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := drivertest.Start(ctx, testutil.TristoreBin(ctx, t), data)
+		s, err := drivertest.Start(ctx, bin, data)
 		if err != nil {
 			os.RemoveAll(data)
 			t.Fatal(err)

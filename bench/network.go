@@ -274,7 +274,7 @@ func targetAddr(target string) (string, error) {
 	if _, _, err := net.SplitHostPort(u.Host); err == nil {
 		return u.Host, nil
 	}
-	port := map[string]string{"s3": "80", "s3+http": "80", "s3+https": "443", "nfs": "2049", "fuse+nfs": "2049", "iscsi": "3260"}[scheme]
+	port := map[string]string{"s3": "80", "s3+http": "80", "s3+https": "443", "nfs": "2049", "fuse+nfs": "2049", "iscsi": "3260", "ext4+iscsi": "3260"}[scheme]
 	if port == "" {
 		return "", fmt.Errorf("bench: target %s: unknown scheme", Redact(target))
 	}

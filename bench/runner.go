@@ -401,7 +401,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 			}
 			link = l
 			cfg.Options.Dial = link.Dialer(hostport)
-			if protocolOf(cfg.Target) == "iscsi" { // the initiator takes no dialer
+			if p := protocolOf(cfg.Target); p == "iscsi" || p == "ext4+iscsi" { // the initiator takes no dialer
 				openTarget = link.Rewrite(cfg.Target)
 			}
 			cfg.Wire = link.Wire
