@@ -488,9 +488,13 @@ func TestCacheFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	chunk := bytes.Repeat([]byte{7}, 256<<10)
+	// Distinct chunks: identical ones would share one cache file.
+	chunk := make([]byte, 256<<10)
 	var werr error
 	for i := 0; i < 40 && werr == nil; i++ {
+		for j := range chunk {
+			chunk[j] = byte(i*31 + j)
+		}
 		_, werr = f.Write(chunk)
 	}
 	if !errors.Is(werr, syscall.ENOSPC) {
@@ -498,7 +502,13 @@ func TestCacheFull(t *testing.T) {
 	}
 	f.Close()
 	os.Remove(filepath.Join(m.dir, "big"))
-	if err := os.WriteFile(filepath.Join(m.dir, "small"), []byte("fits"), 0o644); err != nil {
+	// The uploaded chunks sit in the cache as clean copies; new data needs
+	// them evicted although the (lying) limit is far away.
+	again := bytes.Repeat([]byte{9}, 1<<20)
+	if err := os.WriteFile(filepath.Join(m.dir, "after"), again, 0o644); err != nil {
 		t.Fatalf("after ENOSPC and removal: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.dir, "after")); err != nil || !bytes.Equal(b, again) {
+		t.Fatalf("read back: %v", err)
 	}
 }
