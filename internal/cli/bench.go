@@ -75,6 +75,8 @@ TARGET is one of
   fuse+nfs://host:port/export         the export mounted here through FUSE and driven as a directory
                                       (POSIX access forms, its wire bytes counted on the link)
   iscsi://[user:secret@]host:port/IQN/LUN   a raw LUN: ITS DATA IS OVERWRITTEN
+  ext4+iscsi://host:port/IQN/LUN      a new ext4 on the LUN (FUSE + loop + mkfs.ext4, mounted here;
+                                      root): ITS DATA IS OVERWRITTEN
 
 --scale (0 < s <= 1) shrinks the seed's parameters: counts by s, sizes and
 thread counts by sqrt(s) (0.01 runs each suite in well under a minute here).
