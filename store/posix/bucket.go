@@ -136,6 +136,13 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 			return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
 		}
 	}
+	// Objects of the hidden area (hidden.go) count too.
+	if empty, err := b.hiddenEmpty(bucket); err != nil {
+		return err
+	} else if !empty {
+		return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
+	}
+	b.hidden.forget(bucket)
 	for _, e := range ents {
 		os.RemoveAll(filepath.Join(p, e.Name()))
 	}

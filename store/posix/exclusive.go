@@ -20,13 +20,9 @@ import (
 // and of many racing writers exactly one wins. Losers get
 // store.ErrPreconditionFailed and their temp file is removed.
 func (b *Backend) PutIfAbsent(ctx context.Context, bucket, key string, r io.Reader, size int64, meta store.ObjectMeta) (store.ObjectInfo, error) {
-	p, err := b.check(bucket, key)
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
 	// Fail fast (before reading the body) when the key is already there;
 	// the rename below decides races.
-	if err := existsErr(p); err != nil {
+	if err := b.keyExists(bucket, key); err != nil {
 		return store.ObjectInfo{}, err
 	}
 	return b.put(ctx, bucket, key, r, size, meta, true)
@@ -35,14 +31,23 @@ func (b *Backend) PutIfAbsent(ctx context.Context, bucket, key string, r io.Read
 // CompleteMultipartIfAbsent is CompleteMultipart publishing with the same
 // no-replace rename as PutIfAbsent. A loser keeps its upload.
 func (b *Backend) CompleteMultipartIfAbsent(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart) (store.ObjectInfo, error) {
-	p, err := b.check(bucket, key)
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	if err := existsErr(p); err != nil {
+	if err := b.keyExists(bucket, key); err != nil {
 		return store.ObjectInfo{}, err
 	}
 	return b.complete(ctx, bucket, key, uploadID, parts, true)
+}
+
+// keyExists returns ErrPreconditionFailed when key has an object, plain
+// or hidden (and the check's error for an invalid bucket or key).
+func (b *Backend) keyExists(bucket, key string) error {
+	loc, err := b.check(bucket, key)
+	if err != nil {
+		return err
+	}
+	if loc.plain != "" && isRegularAt(loc.plain) || isRegularAt(loc.hidden) {
+		return fmt.Errorf("%w: %s/%s exists", store.ErrPreconditionFailed, bucket, key)
+	}
+	return nil
 }
 
 // existsErr reports an existing target: ErrKeyConflict for a directory (a

@@ -17,14 +17,24 @@ import (
 // file protocols). Writes change the object in place; its ETag is
 // recomputed lazily because the size/mtime in its record no longer match.
 func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, perm os.FileMode) (store.File, error) {
-	p, err := b.check(bucket, key)
+	loc, err := b.check(bucket, key)
 	if err != nil {
 		return nil, err
 	}
 	if err := b.bucketExists(bucket); err != nil {
 		return nil, err
 	}
-	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+	p := loc.plain
+	if p == "" || isDirAt(p) || flag&os.O_CREATE == 0 && !isRegularAt(p) && isRegularAt(loc.hidden) {
+		// Random access to an existing object of the hidden area works
+		// (its record names the key); new files (volumes) are made only
+		// at plain paths, where the other views see them.
+		if flag&os.O_CREATE == 0 || isRegularAt(loc.hidden) {
+			return b.openHiddenFile(loc, flag, perm)
+		}
+		if p == "" {
+			return nil, fmt.Errorf("%w: %q has no plain path; files opened for random access are made only at plain paths", store.ErrInvalidKey, key)
+		}
 		return nil, fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, key)
 	}
 	var changed []string
@@ -56,6 +66,23 @@ func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, pe
 		}
 	}
 	fl := &file{f: f, b: b, path: p}
+	if flag&os.O_TRUNC != 0 {
+		fl.changed()
+	}
+	return fl, nil
+}
+
+// openHiddenFile opens the existing hidden object of loc (never creates).
+func (b *Backend) openHiddenFile(loc keyLoc, flag int, perm os.FileMode) (store.File, error) {
+	f, st, err := openRegular(loc.hidden, flag&^(os.O_CREATE|os.O_EXCL), perm)
+	if err != nil {
+		return nil, b.missing(err, loc.bucket, loc.key)
+	}
+	if rec := b.readRecord(loc.hidden, f, st.Ino); rec == nil || rec.Key != loc.key {
+		f.Close()
+		return nil, b.missing(os.ErrNotExist, loc.bucket, loc.key)
+	}
+	fl := &file{f: f, b: b, path: loc.hidden}
 	if flag&os.O_TRUNC != 0 {
 		fl.changed()
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,7 +23,27 @@ const listHashLimit = 64 << 20
 
 var errStop = errors.New("stop walk")
 
-// lister walks a bucket in S3 key order and collects one page.
+// floor is the lower bound of what a listing may still emit: every name
+// <= s, and with cp every name starting with s (the keys of a common
+// prefix already emitted), is done.
+type floor struct {
+	s  string
+	cp bool
+}
+
+// done reports whether name is at or below the floor.
+func (f floor) done(name string) bool {
+	return name <= f.s || f.cp && strings.HasPrefix(name, f.s)
+}
+
+// covers reports whether every key starting with dirKey is at or below
+// the floor (so that directory need not be read).
+func (f floor) covers(dirKey string) bool {
+	return f.cp && strings.HasPrefix(dirKey, f.s) || f.s >= dirKey && !strings.HasPrefix(f.s, dirKey)
+}
+
+// lister walks a bucket in S3 key order and collects one page, merging the
+// directory walk with the sorted hidden keys (hidden.go).
 type lister struct {
 	b      *Backend
 	ctx    context.Context
@@ -34,15 +53,92 @@ type lister struct {
 	res    store.ListResult
 	count  int
 	steps  int
-	// group is a delimiter other than "/": the walk then visits every key
-	// under the prefix and rolls keys up into common prefixes as it goes.
-	group  string
-	lastCP string
+	// group is a delimiter other than "/": the walk then visits the keys
+	// under the prefix and rolls them up into common prefixes as it goes,
+	// skipping past each group once it is emitted.
+	group string
+	floor floor
+	gen   int // bumped whenever floor moves, so walks re-seek
+	// hidden are the bucket's hidden keys; hi the next one to merge.
+	hidden []string
+	hi     int
 }
 
-// emit adds an object or common prefix; it stops the walk once the page is
-// full and one more entry proves there is more.
+// List returns one page of keys in byte-wise lexicographic order. Each
+// directory's entries are sorted by the key they produce (a directory "d"
+// sorts as "d/"), which makes a depth-first walk produce S3 order: "a-b"
+// comes before "a/b" because '-' < '/'. Each directory is entered at the
+// first entry past the page's start (binary search in a cached snapshot,
+// dircache.go) and left at the end of the prefix. With delimiter "/" a
+// directory under the prefix is reported as a common prefix without being
+// walked, and the walk starts at the deepest directory the prefix names.
+// Other delimiters group keys during the walk; once a common prefix is
+// emitted the walk seeks past all its keys. Keys of the hidden area are
+// merged in order; a key present in both places is listed once (the plain
+// file wins, as for Get).
+func (b *Backend) List(ctx context.Context, bucket string, opts store.ListOptions) (store.ListResult, error) {
+	if err := validBucket(bucket); err != nil {
+		return store.ListResult{}, noSuchBucketIfInvalid(err)
+	}
+	if err := b.bucketExists(bucket); err != nil {
+		return store.ListResult{}, err
+	}
+	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit, floor: floor{s: opts.After}}
+	if opts.Delimiter != "" && opts.Delimiter != "/" {
+		// Any other delimiter: no directory maps to its prefixes, so walk
+		// the subtree of the prefix and group keys on the way.
+		l.group, l.opts.Delimiter = opts.Delimiter, ""
+	}
+	if l.limit <= 0 {
+		l.limit = 1000
+	}
+	// A start inside a common prefix (the previous page ended with it)
+	// skips all of that prefix's keys.
+	if d := opts.Delimiter; d != "" && strings.HasPrefix(opts.After, opts.Prefix) {
+		if i := strings.Index(opts.After[len(opts.Prefix):], d); i >= 0 {
+			l.floor = floor{s: opts.After[:len(opts.Prefix)+i+len(d)], cp: true}
+		}
+	}
+	hidden, err := b.hiddenList(bucket)
+	if err != nil {
+		return store.ListResult{}, err
+	}
+	l.hidden = hidden
+	l.hi = sort.SearchStrings(hidden, opts.Prefix)
+	// Start in the deepest directory fully named by the prefix.
+	startKey := ""
+	if i := strings.LastIndexByte(opts.Prefix, '/'); i >= 0 {
+		startKey = opts.Prefix[:i+1]
+	}
+	if startKey == "" || validKey(startKey) == nil { // else no plain key can have this prefix
+		err = l.walkDir(startKey)
+	}
+	if err == nil {
+		err = l.drainHidden("", false)
+	}
+	if err != nil && !errors.Is(err, errStop) {
+		return store.ListResult{}, err
+	}
+	if !l.res.IsTruncated {
+		l.res.NextAfter = ""
+	}
+	return l.res, nil
+}
+
+// emit adds the object or common prefix name (after the hidden entries
+// that sort before it); it stops the walk once the page is full and one
+// more entry proves there is more.
 func (l *lister) emit(name string, oi *store.ObjectInfo) error {
+	if l.floor.done(name) {
+		return nil
+	}
+	if err := l.drainHidden(name, true); err != nil {
+		return err
+	}
+	return l.add(name, oi)
+}
+
+func (l *lister) add(name string, oi *store.ObjectInfo) error {
 	if l.count == l.limit {
 		l.res.IsTruncated = true
 		return errStop
@@ -54,54 +150,96 @@ func (l *lister) emit(name string, oi *store.ObjectInfo) error {
 		l.res.CommonPrefixes = append(l.res.CommonPrefixes, name)
 	}
 	l.res.NextAfter = name
+	l.floor = floor{s: name, cp: oi == nil}
+	l.gen++
 	return nil
 }
 
-// List returns one page of keys in byte-wise lexicographic order. Each
-// directory's entries are sorted by the key they produce (a directory "d"
-// sorts as "d/"), which makes a depth-first walk produce S3 order: "a-b"
-// comes before "a/b" because '-' < '/'. With delimiter "/" a directory under
-// the prefix is reported as a common prefix without being walked, and the
-// walk starts at the deepest directory the prefix names. Other delimiters
-// than "/" are supported by grouping during a full walk of the prefix.
-func (b *Backend) List(ctx context.Context, bucket string, opts store.ListOptions) (store.ListResult, error) {
-	if err := validBucket(bucket); err != nil {
-		return store.ListResult{}, noSuchBucketIfInvalid(err)
+// drainHidden emits the hidden entries (keys, or the common prefixes they
+// fall in) that sort before bound (all of them when !bounded). A hidden
+// key equal to bound is skipped: the plain file of the same key wins.
+func (l *lister) drainHidden(bound string, bounded bool) error {
+	p, d := l.opts.Prefix, l.opts.Delimiter
+	if l.group != "" {
+		d = l.group
 	}
-	if err := b.bucketExists(bucket); err != nil {
-		return store.ListResult{}, err
-	}
-	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit}
-	if opts.Delimiter != "" && opts.Delimiter != "/" {
-		// Any other delimiter: no directory maps to its prefixes, so walk
-		// the whole subtree of the prefix and group keys on the way.
-		l.group, l.opts.Delimiter = opts.Delimiter, ""
-	}
-	if l.limit <= 0 {
-		l.limit = 1000
-	}
-	// Start in the deepest directory fully named by the prefix.
-	startKey := ""
-	if i := strings.LastIndexByte(opts.Prefix, '/'); i >= 0 {
-		startKey = opts.Prefix[:i+1]
-		if validKey(startKey) != nil {
-			return l.res, nil // no stored key can have this prefix
+	for l.hi < len(l.hidden) {
+		k := l.hidden[l.hi]
+		if !strings.HasPrefix(k, p) {
+			if k > p {
+				l.hi = len(l.hidden) // past the prefix
+				return nil
+			}
+			l.hi++
+			continue
 		}
+		if l.floor.done(k) {
+			l.hi = max(l.hi+1, l.seekHidden())
+			continue
+		}
+		name, cp := k, false
+		if d != "" {
+			if i := strings.Index(k[len(p):], d); i >= 0 {
+				name, cp = k[:len(p)+i+len(d)], true
+			}
+		}
+		if l.floor.done(name) {
+			l.hi++
+			continue
+		}
+		if bounded && name >= bound {
+			if name == bound && !cp {
+				l.hi++
+			}
+			return nil
+		}
+		if cp {
+			if err := l.add(name, nil); err != nil {
+				return err
+			}
+			continue // the floor now skips the rest of the group
+		}
+		oi, ok := l.info(k, l.b.hiddenPath(l.bucket, k), true)
+		if ok {
+			if err := l.add(k, &oi); err != nil {
+				return err
+			}
+		}
+		l.hi++
 	}
-	err := l.walkDir(startKey)
-	if err != nil && !errors.Is(err, errStop) {
-		return store.ListResult{}, err
-	}
-	if !l.res.IsTruncated {
-		l.res.NextAfter = ""
-	}
-	return l.res, nil
+	return nil
 }
 
-type dirItem struct {
-	name  string
-	key   string // key of the file, or "<dir>/" for a directory
-	isDir bool
+// seekHidden is the index of the first hidden key past the floor.
+func (l *lister) seekHidden() int {
+	f := l.floor
+	return sort.Search(len(l.hidden), func(i int) bool {
+		k := l.hidden[i]
+		return k > f.s && !(f.cp && strings.HasPrefix(k, f.s))
+	})
+}
+
+// seek is the index of the first item of the directory holding keys dk...
+// that may still produce an entry: past the floor, and not before the
+// prefix (a directory on the way to either is kept: it is walked).
+func (l *lister) seek(items []dirItem, dk string) int {
+	first := func(pred func(key string) bool) int {
+		return sort.Search(len(items), func(i int) bool { return pred(dk + items[i].sk) })
+	}
+	contains := func(i int, s string) bool {
+		return i > 0 && items[i-1].isDir && strings.HasPrefix(s, dk+items[i-1].sk)
+	}
+	f := l.floor
+	i := first(func(k string) bool { return k > f.s && !(f.cp && strings.HasPrefix(k, f.s)) })
+	if contains(i, f.s) {
+		i--
+	}
+	p := l.opts.Prefix
+	j := first(func(k string) bool { return k >= p })
+	if contains(j, p) {
+		j--
+	}
+	return max(i, j)
 }
 
 // walkDir lists the directory holding keys that start with dk ("" or
@@ -111,86 +249,63 @@ func (l *lister) walkDir(dk string) error {
 		return err
 	}
 	dir := filepath.Join(l.b.bucketPath(l.bucket), filepath.FromSlash(dk))
-	d, err := openDir(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return nil
-		}
+	snap, ok, err := l.b.snapshot(dir, dk != "")
+	if err != nil || !ok {
 		return err
 	}
-	ents, err := d.ReadDir(-1)
-	d.Close()
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil // removed (its last object deleted) while we listed
-		}
-		return err
-	}
-	items := make([]dirItem, 0, len(ents))
-	hasMarker := false
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasPrefix(n, store.ReservedPrefix) {
-			if n == dirMarker && dk != "" && e.Type().IsRegular() {
-				hasMarker = true
-			}
-			continue
-		}
-		switch {
-		case e.IsDir():
-			items = append(items, dirItem{name: n, key: dk + n + "/", isDir: true})
-		case e.Type().IsRegular():
-			items = append(items, dirItem{name: n, key: dk + n})
-		}
-		// symlinks, devices, sockets are not objects
-	}
-	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
-
-	p, after := l.opts.Prefix, l.opts.After
-	if hasMarker && strings.HasPrefix(dk, p) && dk > after {
+	p := l.opts.Prefix
+	if snap.hasMarker && strings.HasPrefix(dk, p) {
 		if err := l.emitFile(dk, filepath.Join(dir, dirMarker)); err != nil {
 			return err
 		}
 	}
-	for _, it := range items {
-		if !it.isDir {
-			if it.key <= after || !strings.HasPrefix(it.key, p) {
-				continue
+	items := snap.items
+	for i, gen := l.seek(items, dk), l.gen; i < len(items); i++ {
+		if l.gen != gen { // the floor moved: skip what it covers
+			i, gen = max(i, l.seek(items, dk)), l.gen
+			if i >= len(items) {
+				break
 			}
-			if err := l.emitFile(it.key, filepath.Join(dir, it.name)); err != nil {
+		}
+		it := items[i]
+		key := dk + it.sk
+		if !strings.HasPrefix(key, p) && !strings.HasPrefix(p, key) {
+			if key > p {
+				break // past the prefix
+			}
+			continue
+		}
+		if !it.isDir {
+			if err := l.emitFile(key, filepath.Join(dir, it.sk)); err != nil {
 				return err
 			}
 			continue
 		}
-		// Every key in the subtree starts with it.key; all are <= after
-		// when after sorts past it.key without extending it.
-		if after >= it.key && !strings.HasPrefix(after, it.key) {
+		if l.floor.covers(key) {
 			continue
 		}
 		switch {
-		case strings.HasPrefix(p, it.key):
-			if err := l.walkDir(it.key); err != nil {
+		case strings.HasPrefix(p, key):
+			if err := l.walkDir(key); err != nil {
 				return err
 			}
-		case strings.HasPrefix(it.key, p):
-			if l.opts.Delimiter == "/" {
-				if it.key > after {
-					// A directory with no object in it (made over NFS, or
-					// left by a crash) is no prefix of any key.
-					ok, err := l.hasObject(filepath.Join(dir, it.name), 0)
-					if err != nil {
-						return err
-					}
-					if !ok {
-						continue
-					}
-					if err := l.emit(it.key, nil); err != nil {
-						return err
-					}
-				}
+		case l.opts.Delimiter == "/":
+			if l.floor.done(key) {
 				continue
 			}
-			if err := l.walkDir(it.key); err != nil {
+			// A directory with no object in it (made over NFS, or
+			// left by a crash) is no prefix of any key.
+			ok, err := l.hasObject(filepath.Join(dir, it.name()), 0)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if err := l.emit(key, nil); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := l.walkDir(key); err != nil {
 				return err
 			}
 		}
@@ -198,31 +313,39 @@ func (l *lister) walkDir(dk string) error {
 	return nil
 }
 
-// emitFile stats one file and emits it as an object. A file that vanished
-// meanwhile is skipped.
+// emitFile emits the file of key (or the common prefix it falls in). A
+// file that vanished meanwhile is skipped.
 func (l *lister) emitFile(key, path string) error {
 	if l.group != "" {
 		if i := strings.Index(key[len(l.opts.Prefix):], l.group); i >= 0 {
-			// Keys come in order, so one common prefix's keys are contiguous.
-			cp := key[:len(l.opts.Prefix)+i+len(l.group)]
-			if cp <= l.opts.After || cp == l.lastCP {
-				return nil
-			}
-			l.lastCP = cp
-			return l.emit(cp, nil)
+			return l.emit(key[:len(l.opts.Prefix)+i+len(l.group)], nil)
 		}
 	}
+	if l.floor.done(key) {
+		return nil
+	}
+	oi, ok := l.info(key, path, false)
+	if !ok {
+		return nil
+	}
+	return l.emit(key, &oi)
+}
+
+// info stats one object file for a listing; ok is false when it vanished,
+// is not a regular file, or (hidden) does not hold key.
+func (l *lister) info(key, path string, hidden bool) (store.ObjectInfo, bool) {
 	l.steps++
-	if l.steps%256 == 0 {
-		if err := l.ctx.Err(); err != nil {
-			return err
-		}
+	if l.steps%256 == 0 && l.ctx.Err() != nil {
+		return store.ObjectInfo{}, false
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil
+		return store.ObjectInfo{}, false
 	}
 	rec := l.b.readRecord(path, nil, st.Ino)
+	if hidden && (rec == nil || rec.Key != key) {
+		return store.ObjectInfo{}, false
+	}
 	if !rec.fresh(&st) {
 		if st.Size > listHashLimit {
 			nr := &record{}
@@ -235,13 +358,12 @@ func (l *lister) emitFile(key, path string) error {
 		} else {
 			nr, err := l.b.refresh(l.ctx, path, nil, &st, rec)
 			if err != nil {
-				return nil // vanished or unreadable: not listed
+				return store.ObjectInfo{}, false // vanished or unreadable: not listed
 			}
 			rec = nr
 		}
 	}
-	oi := rec.info(l.bucket, key, &st)
-	return l.emit(key, &oi)
+	return rec.info(l.bucket, key, &st), true
 }
 
 // hasObject reports whether the directory tree at dir holds at least one
@@ -263,6 +385,7 @@ func (l *lister) hasObject(dir string, depth int) (bool, error) {
 	var subdirs []string
 	for range 1 << 20 {
 		ents, err := d.ReadDir(64)
+		l.b.dirs.read.Add(int64(len(ents)))
 		for _, e := range ents {
 			n := e.Name()
 			switch {
@@ -280,7 +403,7 @@ func (l *lister) hasObject(dir string, depth int) (bool, error) {
 		}
 	}
 	for _, n := range subdirs {
-		ok, err := l.hasObject(filepath.Join(dir, n), depth+1)
+		ok, err := l.hasObject(filepath.Join(dir, n), 0+depth+1)
 		if ok || err != nil {
 			return ok, err
 		}

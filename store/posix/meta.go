@@ -35,6 +35,10 @@ type record struct {
 	Owner   string            `json:"own,omitempty"`
 	Tags    map[string]string `json:"tg,omitempty"`
 	Parts   []partRec         `json:"parts,omitempty"`
+	// Key is the object's key for a file of the hidden area (hidden.go),
+	// whose name is only a hash of it; "" for plain files, whose key is
+	// their path.
+	Key string `json:"key,omitempty"`
 }
 
 type partRec struct {

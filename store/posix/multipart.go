@@ -23,7 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
-	"github.com/tristore/tristore/store/inuse"
 )
 
 // Multipart uploads live in .tristore/multipart/<uploadID>/: info.json
@@ -282,15 +281,12 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 			return store.ObjectInfo{}, fmt.Errorf("%w: part %d (#%d of %d) is %d bytes, under %d", store.ErrEntityTooSmall, p.Number, i+1, len(chosen), p.Size, store.MinPartSize)
 		}
 	}
-	target := b.objPath(bucket, key)
-	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
-		return store.ObjectInfo{}, fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, key)
+	loc, err := b.check(bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, err
 	}
-	if inuse.Served(target) {
-		// Before concatenating the parts; publish decides races.
-		return store.ObjectInfo{}, fmt.Errorf("%s/%s: %w", bucket, key, store.ErrInUse)
-	}
-	f, changed, err := b.tempFor(bucket, target)
+	// Before concatenating the parts: plain or hidden target, served volume.
+	f, changed, hidden, err := b.tempForKey(loc)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -311,7 +307,7 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	if cs := compositeChecksums(chosen); cs != nil && u.Meta.ChecksumType != "FULL_OBJECT" {
 		rec.Sums = cs
 	}
-	st, err := b.publishMode(f, target, changed, rec, noReplace)
+	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -331,7 +327,7 @@ func (b *Backend) completedBefore(ctx context.Context, bucket, key string, parts
 	if len(parts) == 0 {
 		return store.ObjectInfo{}, false
 	}
-	f, st, rec, err := b.openObject(ctx, bucket, key)
+	f, _, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, false
 	}

@@ -42,20 +42,15 @@ func validBucket(name string) error {
 
 func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
-// validKey refuses keys that cannot be stored as a path inside the bucket.
-// A key is split at '/'; every component must be non-empty, not "." or "..",
-// at most 255 bytes, free of NUL and not start with the reserved prefix. The
-// one exception is a single trailing '/': such a "directory marker" key is
+// validKey reports whether key maps to a plain path inside the bucket
+// (nil) or must live in the hidden area (hidden.go). A key is split at
+// '/'; every component must be non-empty, not "." or "..", at most 255
+// bytes, free of NUL and not start with the reserved prefix. The one
+// exception is a single trailing '/': such a "directory marker" key is
 // stored as the file <dir>/.tristore-dir.
 func validKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty key", store.ErrInvalidKey)
-	}
-	if len(key) > store.MaxKeyLen {
-		return fmt.Errorf("%w: key longer than %d bytes", store.ErrInvalidKey, store.MaxKeyLen)
-	}
-	if strings.IndexByte(key, 0) >= 0 {
-		return fmt.Errorf("%w: key contains NUL", store.ErrInvalidKey)
+	if err := anyKey(key); err != nil {
+		return err
 	}
 	k := strings.TrimSuffix(key, "/")
 	if k == "" {
@@ -76,6 +71,22 @@ func validKey(key string) error {
 	return nil
 }
 
+// anyKey refuses what no object can have: the empty key, a key over
+// S3's 1,024 bytes and a key with NUL (S3 lists keys in XML 1.0, which
+// cannot carry it). Every other key is stored, plain or hidden.
+func anyKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", store.ErrInvalidKey)
+	}
+	if len(key) > store.MaxKeyLen {
+		return fmt.Errorf("%w: key longer than %d bytes", store.ErrInvalidKey, store.MaxKeyLen)
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("%w: key contains NUL", store.ErrInvalidKey)
+	}
+	return nil
+}
+
 // objPath returns the file holding key (validated) in bucket.
 func (b *Backend) objPath(bucket, key string) string {
 	if strings.HasSuffix(key, "/") {
@@ -86,15 +97,28 @@ func (b *Backend) objPath(bucket, key string) string {
 
 func (b *Backend) bucketPath(bucket string) string { return filepath.Join(b.root, bucket) }
 
-// check validates bucket and key and returns the object path.
-func (b *Backend) check(bucket, key string) (string, error) {
+// keyLoc says where the object of a key may live: its plain path (when
+// the key maps to one) and its file in the hidden area. Readers try plain
+// first (see hidden.go).
+type keyLoc struct {
+	bucket, key string
+	plain       string // "" when the key has no plain path
+	hidden      string
+}
+
+// check validates bucket and key and returns where the key may live.
+func (b *Backend) check(bucket, key string) (keyLoc, error) {
 	if err := validBucket(bucket); err != nil {
-		return "", noSuchBucketIfInvalid(err)
+		return keyLoc{}, noSuchBucketIfInvalid(err)
 	}
-	if err := validKey(key); err != nil {
-		return "", err
+	if err := anyKey(key); err != nil {
+		return keyLoc{}, err
 	}
-	return b.objPath(bucket, key), nil
+	loc := keyLoc{bucket: bucket, key: key, hidden: b.hiddenPath(bucket, key)}
+	if validKey(key) == nil {
+		loc.plain = b.objPath(bucket, key)
+	}
+	return loc, nil
 }
 
 // noSuchBucketIfInvalid: an object operation naming a bucket that could not

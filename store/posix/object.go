@@ -143,13 +143,20 @@ func readChunk(r io.Reader, p []byte) (int, error) {
 // directory (and any parents whose entries were created). Afterwards the
 // object survives a crash; before the rename no reader can see it.
 func (b *Backend) publish(f *os.File, target string, changed []string, rec *record) (unix.Stat_t, error) {
-	return b.publishMode(f, target, changed, rec, false)
+	return b.publishMode(f, target, changed, rec, false, false)
 }
+
+// errConflictKept: publishMode found a directory at its target (a prefix
+// of other keys appeared meanwhile) and, as asked, kept the temp file open
+// so the caller can publish it in the hidden area instead.
+var errConflictKept = fmt.Errorf("%w: target became a prefix of other keys", store.ErrKeyConflict)
 
 // publishMode is publish; with noReplace the rename refuses an existing
 // target (renameat2 RENAME_NOREPLACE, see exclusive.go) and returns
 // store.ErrPreconditionFailed, leaving the existing object untouched.
-func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
+// With keepOnConflict a directory at target returns errConflictKept and
+// leaves f open and in place.
+func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *record, noReplace, keepOnConflict bool) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	tmp := f.Name()
 	fail := func(err error) (unix.Stat_t, error) {
@@ -212,6 +219,9 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	if unlock != nil {
 		unlock()
 	}
+	if keepOnConflict && err != nil && isDirAt(target) {
+		return st, errConflictKept
+	}
 	if noReplace && errors.Is(err, syscall.EEXIST) {
 		e := existsErr(target) // a directory is a key conflict
 		if e == nil {          // it existed at the rename, then went away
@@ -245,20 +255,18 @@ func (b *Backend) Put(ctx context.Context, bucket, key string, r io.Reader, size
 	return b.put(ctx, bucket, key, r, size, meta, false)
 }
 
-// put is Put and, with noReplace, PutIfAbsent.
+// put is Put and, with noReplace, PutIfAbsent. The object goes to the
+// key's plain path when it has one that is free of the other shape (a
+// directory of other keys at it, a file where a parent should be), else
+// to the hidden area (hidden.go); which one is decided before the body is
+// read, and again at the rename, where a directory that appeared meanwhile
+// sends the finished temp file to the hidden area.
 func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size int64, meta store.ObjectMeta, noReplace bool) (store.ObjectInfo, error) {
-	p, err := b.check(bucket, key)
+	loc, err := b.check(bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-		return store.ObjectInfo{}, fmt.Errorf("%w: %s is a prefix of other keys", store.ErrKeyConflict, key)
-	}
-	if inuse.Served(p) {
-		// Refuse before reading the body; publish decides races.
-		return store.ObjectInfo{}, fmt.Errorf("%s/%s: %w", bucket, key, store.ErrInUse)
-	}
-	f, changed, err := b.tempFor(bucket, p)
+	f, changed, hidden, err := b.tempForKey(loc)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -270,37 +278,152 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
 	rec.setMeta(meta)
-	st, err := b.publishMode(f, p, changed, rec, noReplace)
+	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
 	return rec.info(bucket, key, &st), nil
 }
 
-// openObject opens the file of key for reading and returns its stat and a
-// fresh metadata record, both belonging to the opened version.
-func (b *Backend) openObject(ctx context.Context, bucket, key string) (*os.File, unix.Stat_t, *record, error) {
+// tempForKey makes the temp file for a new object of loc next to where
+// it will be published: its plain path when it has one free of the other
+// shape, else the hidden area (hidden reports which). It refuses a served
+// volume before any body is read (publish decides races).
+func (b *Backend) tempForKey(loc keyLoc) (*os.File, []string, bool, error) {
+	target, hidden := loc.plain, loc.plain == "" || isDirAt(loc.plain)
+	if hidden {
+		target = loc.hidden
+	}
+	if inuse.Served(target) {
+		return nil, nil, false, fmt.Errorf("%s/%s: %w", loc.bucket, loc.key, store.ErrInUse)
+	}
+	f, changed, err := b.tempFor(loc.bucket, target)
+	if !hidden && errors.Is(err, store.ErrKeyConflict) {
+		hidden = true
+		f, changed, err = b.tempFor(loc.bucket, loc.hidden)
+	}
+	return f, changed, hidden, err
+}
+
+// publishKey publishes the finished temp file f as the object of loc:
+// at its plain path unless hidden (or a directory took that path), else
+// in the hidden area with the key in its record. With noReplace an object
+// of the key in either place makes it fail with ErrPreconditionFailed.
+func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
+	if noReplace {
+		// The plain rename refuses a plain object; a hidden one must be
+		// refused too (and a plain one before a hidden publish).
+		other := loc.hidden
+		if hidden {
+			other = loc.plain
+		}
+		if other != "" && isRegularAt(other) {
+			f.Close()
+			os.Remove(f.Name())
+			return unix.Stat_t{}, fmt.Errorf("%w: %s/%s exists", store.ErrPreconditionFailed, loc.bucket, loc.key)
+		}
+	}
+	if !hidden {
+		st, err := b.publishMode(f, loc.plain, changed, rec, noReplace, true)
+		if err == nil {
+			// A hidden copy (from when the path was taken) is now shadowed.
+			return st, b.dropHidden(loc)
+		}
+		if !errors.Is(err, errConflictKept) {
+			return st, err
+		}
+		c, err := mkdirParents(b.bucketPath(loc.bucket), filepath.Dir(loc.hidden))
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return st, err
+		}
+		changed = append(changed, c...)
+	}
+	rec.Key = loc.key
 	var st unix.Stat_t
-	p, err := b.check(bucket, key)
-	if err != nil {
-		return nil, st, nil, err
+	err := b.hiddenChange(loc.bucket, loc.key, true, func() error {
+		var err error
+		st, err = b.publishMode(f, loc.hidden, changed, rec, noReplace, false)
+		return err
+	})
+	return st, err
+}
+
+// dropHidden removes the hidden copy of a key that now has a plain file.
+func (b *Backend) dropHidden(loc keyLoc) error {
+	if !isRegularAt(loc.hidden) {
+		return nil
 	}
-	f, st, err := openRegular(p, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, st, nil, b.missing(err, bucket, key)
+	err := b.unlinkHidden(loc)
+	if errors.Is(err, store.ErrNoSuchKey) {
+		return nil
 	}
-	rec, err := b.refresh(ctx, p, f, &st, b.readRecord(p, f, st.Ino))
+	return err
+}
+
+// isDirAt reports whether p is a directory (not following a symlink).
+func isDirAt(p string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// isRegularAt reports whether p is a regular file (not following a symlink).
+func isRegularAt(p string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+// notHere reports whether an error opening a plain path means that no
+// object is there (so the hidden area is looked at).
+func notHere(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) ||
+		errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotRegular) || errors.Is(err, syscall.ENAMETOOLONG)
+}
+
+// openObject opens the file of key for reading (its plain path first,
+// then the hidden area) and returns its path, its stat and a fresh
+// metadata record, both belonging to the opened version.
+func (b *Backend) openObject(ctx context.Context, bucket, key string) (*os.File, string, unix.Stat_t, *record, error) {
+	var st unix.Stat_t
+	loc, err := b.check(bucket, key)
+	if err != nil {
+		return nil, "", st, nil, err
+	}
+	p := loc.plain
+	var f *os.File
+	if p != "" {
+		f, st, err = openRegular(p, os.O_RDONLY, 0)
+		if err != nil && !notHere(err) {
+			return nil, "", st, nil, b.missing(err, bucket, key)
+		}
+	}
+	var rec *record
+	if f == nil {
+		p = loc.hidden
+		f, st, err = openRegular(p, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, "", st, nil, b.missing(err, bucket, key)
+		}
+		if rec = b.readRecord(p, f, st.Ino); rec == nil || rec.Key != key {
+			f.Close()
+			return nil, "", st, nil, b.missing(os.ErrNotExist, bucket, key)
+		}
+	} else {
+		rec = b.readRecord(p, f, st.Ino)
+	}
+	rec, err = b.refresh(ctx, p, f, &st, rec)
 	if err != nil {
 		f.Close()
-		return nil, st, nil, err
+		return nil, "", st, nil, err
 	}
-	return f, st, rec, nil
+	return f, p, st, rec, nil
 }
 
 // Get returns a reader on the opened file, so a concurrent Put (a rename)
 // cannot mix versions.
 func (b *Backend) Get(ctx context.Context, bucket, key string, off, n int64) (io.ReadCloser, store.ObjectInfo, error) {
-	f, st, rec, err := b.openObject(ctx, bucket, key)
+	f, _, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
@@ -363,7 +486,7 @@ func (r *objReader) Close() error { return r.f.Close() }
 // file (rather than stat by path) so that stat and metadata belong to one
 // version and no symlink is followed.
 func (b *Backend) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
-	f, st, rec, err := b.openObject(ctx, bucket, key)
+	f, _, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -371,13 +494,37 @@ func (b *Backend) Stat(ctx context.Context, bucket, key string) (store.ObjectInf
 	return rec.info(bucket, key, &st), nil
 }
 
-// Delete removes the object, its sidecar and the empty parent directories
-// it leaves (up to the bucket).
+// Delete removes the object (its plain file and any hidden copy), its
+// sidecar and the empty parent directories it leaves (up to the bucket).
 func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
-	p, err := b.check(bucket, key)
+	loc, err := b.check(bucket, key)
 	if err != nil {
 		return err
 	}
+	plainErr := error(nil)
+	if loc.plain != "" {
+		plainErr = b.unlinkObject(bucket, key, loc.plain, true)
+		if plainErr != nil && !errors.Is(plainErr, store.ErrNoSuchKey) {
+			return plainErr
+		}
+	}
+	hidErr := b.unlinkHidden(loc)
+	if loc.plain != "" && plainErr == nil && errors.Is(hidErr, store.ErrNoSuchKey) {
+		return nil
+	}
+	return hidErr
+}
+
+// unlinkHidden removes key's file in the hidden area.
+func (b *Backend) unlinkHidden(loc keyLoc) error {
+	return b.hiddenChange(loc.bucket, loc.key, false, func() error {
+		return b.unlinkObject(loc.bucket, loc.key, loc.hidden, false)
+	})
+}
+
+// unlinkObject removes the object file p, its sidecar and (cleanParents)
+// the empty parent directories it leaves.
+func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool) error {
 	// Unlink relative to the parent opened without following symlinks, so
 	// a symlinked directory can never redirect the delete out of the tree.
 	dir, name := filepath.Split(p)
@@ -412,7 +559,9 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 			return fsErr(err)
 		}
 	}
-	removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
+	if cleanParents {
+		removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
+	}
 	return nil
 }
 
@@ -428,12 +577,11 @@ func inUseErr(err error, p string) error {
 // UpdateMeta replaces the metadata of an existing object, keeping its
 // content, ETag and part list.
 func (b *Backend) UpdateMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta) (store.ObjectInfo, error) {
-	f, st, rec, err := b.openObject(ctx, bucket, key)
+	f, p, st, rec, err := b.openObject(ctx, bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
 	defer f.Close()
-	p := b.objPath(bucket, key)
 	nr := *rec
 	nr.setMeta(meta)
 	if !b.useXattr {

@@ -71,6 +71,11 @@ type Backend struct {
 	uploadMu    sync.Mutex
 	uploadLocks map[string]*uploadLock
 
+	// hidden indexes the hidden area of each bucket (hidden.go); dirs
+	// keeps sorted directory snapshots for listings (dircache.go).
+	hidden hiddenIndex
+	dirs   dirCache
+
 	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -241,13 +241,13 @@ func testIncompleteBody(t *testing.T, newStore func(*testing.T) store.Store) {
 
 func testInvalidKeys(t *testing.T, newStore func(*testing.T) store.Store) {
 	s, ctx := withBucket(t, newStore)
+	// Only what S3 itself refuses (and NUL, which XML 1.0 listings cannot
+	// carry); every other shape is stored (testOddKeys).
 	long := strings.Repeat("a", 255)
 	bad := []string{
-		"", "..", ".", "../x", "a/../b", "a/..", "a/./b", "./a", "/a", "//", "/", "a//b", "a\x00b",
+		"", "a\x00b", "\x00",
 		strings.Repeat(long+"/", 4) + "abcde", // 1025 bytes
-		strings.Repeat("b", 256),
-		"x/" + strings.Repeat("c", 256) + "/y",
-		".tristore", ".tristore/iam/users", "a/.tristore-tmp-123", "a/.tristore-dir", "a/.tristoreX/b",
+		strings.Repeat("/", store.MaxKeyLen+1),
 	}
 	for _, k := range bad {
 		_, err := s.Put(ctx, "bkt", k, strings.NewReader("x"), 1, store.ObjectMeta{})
@@ -292,17 +292,15 @@ func testValidKeys(t *testing.T, newStore func(*testing.T) store.Store) {
 	}
 }
 
-// testKeyConflict: a backend may refuse "a/b" while "a" exists (a
-// directory tree cannot hold both) with ErrKeyConflict, or store both.
+// testKeyConflict: "a" and "a/b" are both stored, in either order (as
+// in S3), although a directory tree cannot hold both as plain paths.
 func testKeyConflict(t *testing.T, newStore func(*testing.T) store.Store) {
 	s, ctx := withBucket(t, newStore)
 	try := func(first, second string) {
 		put(t, s, ctx, "bkt", first, []byte("first"))
 		_, err := s.Put(ctx, "bkt", second, strings.NewReader("second"), 6, store.ObjectMeta{})
 		if err != nil {
-			wantErr(t, "Put "+second+" after "+first, err, store.ErrKeyConflict)
-			_, err := s.Stat(ctx, "bkt", second)
-			wantErr(t, "Stat of refused key", err, store.ErrNoSuchKey)
+			t.Fatalf("Put %s after %s: %v", second, first, err)
 		} else if got, _ := get(t, s, ctx, "bkt", second, 0, -1); string(got) != "second" {
 			t.Fatalf("%s reads %q", second, got)
 		}

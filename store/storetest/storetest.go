@@ -40,6 +40,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"InvalidKeys", testInvalidKeys},
 		{"ValidKeys", testValidKeys},
 		{"KeyConflict", testKeyConflict},
+		{"OddKeys", testOddKeys},
+		{"OddKeyShapes", testOddKeyShapes},
 		{"DirMarker", testDirMarker},
 		{"DeleteCleansPrefixes", testDeleteCleansPrefixes},
 		{"ConcurrentPuts", testConcurrentPuts},

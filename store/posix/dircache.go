@@ -1,0 +1,198 @@
+package posix
+
+import (
+	"container/list"
+	"errors"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store"
+)
+
+// A listing page must cost in proportion to the page, not to the
+// directory it is cut from. Reading and sorting a 20,000-entry directory
+// for each 1,000-key page cost about 40 ms of CPU, so List keeps a sorted
+// snapshot of each directory it reads (dirCache) and seeks in it by binary
+// search.
+//
+// The tree is shared with NFS and FUSE, which change it behind the S3 view,
+// so a snapshot is used only while the directory's stamp (inode, mtime,
+// ctime) is unchanged: every create, unlink or rename of an entry changes
+// both times. File system timestamps come from a coarse clock (one tick,
+// up to 10 ms), so a change in the same tick as the stamp could leave it
+// unchanged; a snapshot is therefore kept only if its stamp was already
+// older than stampSettle when the directory was read ("racy" stamps, as in
+// git's index). A directory changed within the last stampSettle is read
+// again for each page, as before; one left alone is read once.
+//
+// Entries read are counted (direntsRead) so that a test can check that a
+// page's cost does not grow with the directory.
+
+// stampSettle is how old a directory's stamp must be for a snapshot of it
+// to be reused: more than the coarsest kernel clock tick (HZ=100: 10 ms).
+const stampSettle = 50 * time.Millisecond
+
+// dirCacheBudget bounds the entries kept in all snapshots together (about
+// 50 bytes each plus the names).
+const dirCacheBudget = 1 << 20
+
+// dirStamp identifies one state of a directory's entries.
+type dirStamp struct {
+	dev, ino     uint64
+	mtime, ctime int64
+}
+
+func stampOf(st *unix.Stat_t) dirStamp {
+	return dirStamp{dev: st.Dev, ino: st.Ino, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+// settled reports whether the stamp is old enough, at now, that any later
+// change of the directory gets a different stamp.
+func (s dirStamp) settled(now time.Time) bool {
+	limit := now.Add(-stampSettle).UnixNano()
+	return s.mtime < limit && s.ctime < limit
+}
+
+// statStamp stamps the directory at path without following symlinks.
+func statStamp(path string) (dirStamp, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return dirStamp{}, &os.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return dirStamp{}, &os.PathError{Op: "lstat", Path: path, Err: unix.ENOTDIR}
+	}
+	return stampOf(&st), nil
+}
+
+// dirItem is one listable entry of a directory: sk is its name as it
+// sorts in a key (a directory "d" as "d/").
+type dirItem struct {
+	sk    string
+	isDir bool
+}
+
+func (it dirItem) name() string {
+	if it.isDir {
+		return it.sk[:len(it.sk)-1]
+	}
+	return it.sk
+}
+
+// dirSnap is a directory's listable entries sorted by key.
+type dirSnap struct {
+	path      string
+	stamp     dirStamp
+	items     []dirItem
+	hasMarker bool // holds the directory-marker object
+	elem      *list.Element
+}
+
+type dirCache struct {
+	mu      sync.Mutex
+	m       map[string]*dirSnap
+	lru     list.List // front: most recently used
+	entries int
+	read    atomic.Int64 // directory entries read from disk by listings
+}
+
+func (c *dirCache) get(path string, stamp dirStamp) *dirSnap {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.m[path]
+	if s == nil {
+		return nil
+	}
+	if s.stamp != stamp {
+		c.drop(s)
+		return nil
+	}
+	c.lru.MoveToFront(s.elem)
+	return s
+}
+
+func (c *dirCache) put(s *dirSnap) {
+	if len(s.items) > dirCacheBudget/4 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*dirSnap{}
+	}
+	if old := c.m[s.path]; old != nil {
+		c.drop(old)
+	}
+	s.elem = c.lru.PushFront(s)
+	c.m[s.path] = s
+	c.entries += len(s.items) + 1
+	for c.entries > dirCacheBudget {
+		c.drop(c.lru.Back().Value.(*dirSnap))
+	}
+}
+
+func (c *dirCache) drop(s *dirSnap) {
+	c.lru.Remove(s.elem)
+	delete(c.m, s.path)
+	c.entries -= len(s.items) + 1
+}
+
+// snapshot returns the sorted entries of the directory at path (ok false
+// when it is missing or not a plain directory), from the cache when its
+// stamp is unchanged. withMarker: the directory is not the bucket's own,
+// so a marker file in it is the marker object.
+func (b *Backend) snapshot(path string, withMarker bool) (*dirSnap, bool, error) {
+	now := time.Now()
+	d, err := openDir(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	defer d.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
+		return nil, false, err
+	}
+	stamp := stampOf(&st)
+	if s := b.dirs.get(path, stamp); s != nil {
+		return s, true, nil
+	}
+	ents, err := d.ReadDir(-1)
+	b.dirs.read.Add(int64(len(ents)))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil // removed (its last object deleted) while we listed
+		}
+		return nil, false, err
+	}
+	s := &dirSnap{path: path, stamp: stamp, items: make([]dirItem, 0, len(ents))}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, store.ReservedPrefix) {
+			if n == dirMarker && withMarker && e.Type().IsRegular() {
+				s.hasMarker = true
+			}
+			continue
+		}
+		switch {
+		case e.IsDir():
+			s.items = append(s.items, dirItem{sk: n + "/", isDir: true})
+		case e.Type().IsRegular():
+			s.items = append(s.items, dirItem{sk: n})
+		}
+		// symlinks, devices, sockets are not objects
+	}
+	sort.Slice(s.items, func(i, j int) bool { return s.items[i].sk < s.items[j].sk })
+	if stamp.settled(now) {
+		b.dirs.put(s)
+	}
+	return s, true, nil
+}
