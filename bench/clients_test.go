@@ -161,3 +161,18 @@ func TestClientsCommand(t *testing.T) {
 		t.Fatalf("left behind: %v", ents)
 	}
 }
+
+// TestSuiteClientsThroughLink: with --network, the client processes dial
+// the link's entry (they cannot take the runner's dialer), so every step's
+// payload crosses the link and is counted.
+func TestSuiteClientsThroughLink(t *testing.T) {
+	s := server(t)
+	var started atomic.Int32
+	run, _ := execute(t, bench.Config{Suite: "clients", Target: s.S3, Scale: 0.0001, Threads: []int{2},
+		Network: "lan", Link: "proxy", ClientCommand: clientCommand(&started)})
+	for _, ph := range run.Phases {
+		if (ph.Name == "put" && ph.WireUp < ph.Payload) || (ph.Name == "get" && ph.WireDn < ph.Payload) || ph.WireUp+ph.WireDn == 0 {
+			t.Fatalf("%s %d x%d: payload %d, wire up %d down %d", ph.Name, ph.Unit, ph.Threads, ph.Payload, ph.WireUp, ph.WireDn)
+		}
+	}
+}
