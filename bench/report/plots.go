@@ -381,7 +381,7 @@ func bars(title, ylabel, caption string, cats []string, series []string, val fun
 			return nil, err
 		}
 		b.LineStyle.Width = 0
-		b.Color = plotutil.Color(s)
+		b.Color = barColor(s)
 		b.Offset = vg.Length(float64(s)-float64(n-1)/2) * w
 		p.Add(b)
 		p.Legend.Add(series[s], b)
@@ -392,6 +392,16 @@ func bars(title, ylabel, caption string, cats []string, series []string, val fun
 	f, err := figure(p, caption, names)
 	return &f, err
 }
+
+// barPalette has twelve distinguishable colours (ColorBrewer's Paired,
+// reordered so neighbours differ): plotutil's seven repeat within one
+// amplification chart (a bar per protocol and access form).
+var barPalette = []color.RGBA{
+	{31, 120, 180, 255}, {227, 26, 28, 255}, {51, 160, 44, 255}, {255, 127, 0, 255}, {106, 61, 154, 255}, {177, 89, 40, 255},
+	{166, 206, 227, 255}, {251, 154, 153, 255}, {178, 223, 138, 255}, {253, 191, 111, 255}, {202, 178, 214, 255}, {120, 120, 120, 255},
+}
+
+func barColor(i int) color.Color { return barPalette[i%len(barPalette)] }
 
 // wireBars is seed 004's transmission efficiency (payload ÷ wire) or seed
 // 000's amplification (wire ÷ payload) per unit, a bar per run and phase.
