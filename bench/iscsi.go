@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tristore/tristore/blockdev"
 	"github.com/tristore/tristore/client/iscsi"
 )
 
@@ -22,8 +23,13 @@ import (
 // sync (every WRITE with FUA, as O_SYNC on a block device). Put writes the
 // region and flushes the cache, so it is durable on return like the other
 // drivers' Put.
+//
+// OpenBlock gives the same driver over any blockdev.Device (a RAID volume,
+// a file LUN): the suites that only need OpenFile (units, iozone) then
+// measure that device.
 type ISCSI struct {
-	s      *iscsi.Session
+	s      blockdev.Device
+	proto  string // "iscsi", or OpenBlock's protocol
 	target string
 
 	mu      sync.Mutex
@@ -61,10 +67,10 @@ func OpenISCSI(ctx context.Context, u *url.URL, o Options) (*ISCSI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: target %s: login: %w", target, err)
 	}
-	return &ISCSI{s: s, target: target, files: map[string]region{}, dirs: map[string]bool{}}, nil
+	return &ISCSI{s: s, proto: "iscsi", target: target, files: map[string]region{}, dirs: map[string]bool{}}, nil
 }
 
-func (d *ISCSI) Protocol() string { return "iscsi" }
+func (d *ISCSI) Protocol() string { return d.proto }
 func (d *ISCSI) Target() string   { return d.target }
 func (d *ISCSI) Forms() []string  { return []string{FormDefault, FormSync} }
 
@@ -161,8 +167,16 @@ func (d *ISCSI) write(ctx context.Context, p []byte, off int64, fua bool) error 
 	bs := int64(d.s.BlockSize())
 	whole := int64(len(p)) / bs * bs
 	wr := d.s.WriteAt
-	if fua {
-		wr = d.s.WriteAtFUA
+	if fw, ok := d.s.(blockdev.FUAWriter); ok && fua {
+		wr = fw.WriteAtFUA
+	} else if fua { // no FUA below: write, then flush
+		wr = func(ctx context.Context, p []byte, off int64) (int, error) {
+			n, err := d.s.WriteAt(ctx, p, off)
+			if err == nil {
+				err = d.s.Flush(ctx)
+			}
+			return n, err
+		}
 	}
 	if whole > 0 {
 		if _, err := wr(ctx, p[:whole], off); err != nil {

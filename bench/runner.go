@@ -330,7 +330,7 @@ func Execute(ctx context.Context, cfg Config) (*Run, error) {
 	p := s.Defaults(cfg.Scale)
 	if len(cfg.Sizes) > 0 {
 		p.Sizes, p.Counts = cfg.Sizes, nil
-		if s.Name == "units" {
+		if s.Name == "units" || s.Name == "iozone" {
 			p.FileSize = max(p.FileSize, slices.Max(cfg.Sizes))
 		}
 	}
