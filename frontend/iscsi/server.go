@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tristore/tristore/blockdev"
 	"github.com/tristore/tristore/blockdev/filelun"
 	"github.com/tristore/tristore/frontend"
 	"github.com/tristore/tristore/frontend/iscsi/scsi"
@@ -50,6 +51,19 @@ type Config struct {
 	NopInterval, NopTimeout time.Duration
 	// LoginTimeout bounds the whole login phase.
 	LoginTimeout time.Duration
+	// Extra serves volumes the store does not hold beside its own (the CLI
+	// wires volumes kept as chunks in a remote bucket: tristore volume
+	// create --backend); nil: none.
+	Extra ExtraVolumes
+}
+
+// ExtraVolumes are targets served beside the store's volumes.
+type ExtraVolumes interface {
+	// Targets lists their IQNs for discovery.
+	Targets(ctx context.Context) ([]string, error)
+	// Open opens the volume behind iqn; ok is false when iqn is not one
+	// of them. The target closes dev when its last session ends.
+	Open(ctx context.Context, iqn string) (dev blockdev.Device, serial string, ok bool, err error)
 }
 
 func (c *Config) defaults() {
@@ -215,7 +229,7 @@ type target struct {
 	name   string
 	bucket string
 	volume string
-	lun    *filelun.LUN
+	lun    blockdev.Device
 	lu     *scsi.LU
 	refs   int
 	// closed is closed once the last session's release has flushed and
@@ -253,16 +267,30 @@ func (s *Server) acquireTarget(ctx context.Context, iqn string) (*target, error)
 		}
 		s.mu.Lock()
 	}
-	lun, info, err := filelun.Open(ctx, s.st, bucket, vol)
-	if err != nil {
-		return nil, err
+	var lun blockdev.Device
+	var serial string
+	if s.cfg.Extra != nil {
+		dev, ser, ok, err := s.cfg.Extra.Open(ctx, iqn)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			lun, serial = dev, ser
+		}
+	}
+	if lun == nil {
+		l, info, err := filelun.Open(ctx, s.st, bucket, vol)
+		if err != nil {
+			return nil, err
+		}
+		lun, serial = l, info.Serial
 	}
 	var id [8]byte
-	for i := 0; i < 8 && 2*i+1 < len(info.Serial); i++ {
-		fmt.Sscanf(info.Serial[2*i:2*i+2], "%02x", &id[i])
+	for i := 0; i < 8 && 2*i+1 < len(serial); i++ {
+		fmt.Sscanf(serial[2*i:2*i+2], "%02x", &id[i])
 	}
 	t := &target{name: TargetName(bucket, vol), bucket: bucket, volume: vol, lun: lun, refs: 1, closed: make(chan struct{})}
-	t.lu = scsi.New(scsi.Config{Dev: lun, Serial: info.Serial, ID: id, TargetName: t.name, MaxTransferBytes: maxTransfer})
+	t.lu = scsi.New(scsi.Config{Dev: lun, Serial: serial, ID: id, TargetName: t.name, MaxTransferBytes: maxTransfer})
 	s.targets[key] = t
 	return t, nil
 }
@@ -299,6 +327,11 @@ func (s *Server) listTargets(ctx context.Context) ([]string, error) {
 			continue
 		}
 		out = append(out, TargetName(v.Bucket, v.Name))
+	}
+	if s.cfg.Extra != nil {
+		extra, xerr := s.cfg.Extra.Targets(ctx)
+		out = append(out, extra...)
+		err = errors.Join(err, xerr)
 	}
 	return out, err
 }
