@@ -18,6 +18,7 @@ import (
 
 	s3client "github.com/tristore/tristore/client/s3"
 	"github.com/tristore/tristore/client/s3/chunkstore"
+	"github.com/tristore/tristore/fusefs/blockfile"
 	"github.com/tristore/tristore/fusefs/cloudfs"
 )
 
@@ -35,7 +36,7 @@ func init() {
 			cloudFlags(fs)
 			fs.Bool("plain", false, "s3: mount a bucket of ordinary objects (keys as paths) read-mostly instead of a chunk store")
 			fs.Bool("s3-read-only", false, "s3: mount read-only (no lease taken)")
-			fs.Bool("s3-create", true, "s3: create an empty file tree when the prefix holds none")
+			fs.Bool("s3-create", true, "s3: create an empty file tree when the prefix holds no store (a prefix holding a volume, see volume create --backend, mounts as the file DIR/<--iscsi-file>)")
 			fs.Bool("s3-flush-on-close", true, "s3: close(2) uploads the file's dirty chunks (the manifest follows at the next write-back check; fsync publishes at once)")
 			fs.Duration("s3-attr-timeout", time.Second, "s3: how long the kernel caches attributes and names")
 			fs.Bool("s3-debug", false, "s3: log every FUSE request")
@@ -100,8 +101,11 @@ func cloudEngine() (*s3client.Engine, error) {
 func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.Config, error) {
 	c := chunkstore.Config{Engine: e, Bucket: bucket, Prefix: prefix, CacheDir: cache}
 	var err error
-	if c.CacheSize, err = cfgSize("cache-size", 64<<20, 1<<50); err != nil {
-		return c, err
+	c.CacheSize = 1 << 30
+	if cfg.GetString("cache-size") != "" { // volume create has no cache to size
+		if c.CacheSize, err = cfgSize("cache-size", 64<<20, 1<<50); err != nil {
+			return c, err
+		}
 	}
 	if c.ChunkSize, err = cfgSize("s3-chunk-size", chunkstore.MinChunkSize, chunkstore.MaxChunkSize); err != nil {
 		return c, err
@@ -116,9 +120,6 @@ func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.C
 	c.LeaseTTL = cfg.GetDuration("s3-lease-ttl")
 	if c.WriteBackEvery <= 0 || c.WriteBackAge < 0 {
 		return c, fmt.Errorf("--s3-write-back-every must be positive and --s3-write-back-age not negative")
-	}
-	if c.PrefetchMax == 0 {
-		c.PrefetchMax = 0
 	}
 	return c, nil
 }
@@ -155,13 +156,20 @@ func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
 	if err != nil {
 		return err
 	}
-	c.Create = cfg.GetBool("s3-create")
 	c.ReadOnly = cfg.GetBool("s3-read-only")
+	// Whatever the prefix holds (a tree or a volume); a new tree if empty.
 	octx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	st, err := chunkstore.Open(octx, c)
+	if errors.Is(err, chunkstore.ErrNoStore) && cfg.GetBool("s3-create") && !c.ReadOnly {
+		c.Create, c.Kind = true, chunkstore.KindFS
+		st, err = chunkstore.Open(octx, c)
+	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("mount: %w", err)
+	}
+	if st.Kind() == chunkstore.KindVolume {
+		return mountCloudVolume(cmd, st, u, dir)
 	}
 	closeStore := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -223,4 +231,32 @@ func waitUnmount(ctx context.Context, srv *fuse.Server, dir string) error {
 	}
 	slog.Info("unmounted", "dir", dir)
 	return nil
+}
+
+// mountCloudVolume mounts a volume kept in a bucket as the one file
+// DIR/<--iscsi-file> (fusefs/blockfile), as for an iSCSI LUN: losetup it
+// and put a file system on it.
+func mountCloudVolume(cmd *cobra.Command, st *chunkstore.Store, u *url.URL, dir string) error {
+	vol, err := chunkstore.VolumeOf(st)
+	if err != nil {
+		return err
+	}
+	name := cfg.GetString("iscsi-file")
+	srv, err := blockfile.Mount(dir, vol, blockfile.Options{Name: name, ReadOnly: cfg.GetBool("s3-read-only"), FsName: u.String()})
+	if err != nil {
+		return errors.Join(err, vol.Close())
+	}
+	slog.Info("mounted volume", "url", u.String(), "file", filepath.Join(dir, name), "size", vol.Size(), "chunk_size", st.ChunkSize())
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-cmd.Context().Done():
+		err = unmountRetry(dir, srv, done)
+	}
+	if cerr := vol.Close(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("mount: final write-back of %s failed; the dirty data stays in %s and is uploaded at the next open: %w",
+			u, st.CacheDir(), cerr))
+	}
+	return err
 }

@@ -75,5 +75,6 @@ func buildISCSI(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 		MaxRecvDataSegmentLength: int(mrdsl),
 		MaxBurstLength:           int(burst),
 		NopInterval:              cfg.GetDuration("iscsi-nop-interval"),
+		Extra:                    &cloudVolumes{data: env.DataDir, log: env.Log},
 	})
 }

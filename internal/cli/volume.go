@@ -159,6 +159,7 @@ discovery; "volume delete" removes its registration.`,
 			return nil
 		}),
 	}
+	addCloudBackend(create)
 	cmd.AddCommand(create, list, resize, del)
 	return cmd
 }

@@ -557,3 +557,54 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 	a.Ctime = a.Mtime
 	return s.record(&rec{O: "i", I: a})
 }
+
+// Punch makes [off, off+n) of ino a hole: chunks wholly inside are dropped
+// (no object, no cache), the partial chunks at the edges get zeros. The
+// size does not change (fallocate's PUNCH_HOLE|KEEP_SIZE, SCSI UNMAP).
+func (s *Store) Punch(ctx context.Context, ino uint64, off, n int64) error {
+	s.mu.Lock()
+	err := s.writable()
+	in := s.m.Inodes[ino]
+	switch {
+	case err != nil:
+	case in == nil:
+		err = ErrNotExist
+	case in.Mode&syscall.S_IFMT != syscall.S_IFREG || off < 0 || n < 0:
+		err = ErrInvalid
+	}
+	var end int64
+	if err == nil {
+		end = min(off+n, in.Size)
+	}
+	s.mu.Unlock()
+	if err != nil || off >= end {
+		return err
+	}
+	a, e := (off+s.cs-1)/s.cs, end/s.cs // whole chunks [a, e)
+	for idx := a; idx < e; idx++ {
+		lk := s.chunkLock(ino, idx)
+		lk.Lock()
+		s.mu.Lock()
+		s.dropDirty(ino, idx)
+		if in := s.m.Inodes[ino]; in != nil && in.Chunks[idx] != "" {
+			err = s.record(&rec{O: "c", N: ino, X: idx})
+		}
+		s.mu.Unlock()
+		lk.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	edges := [][2]int64{{off, min(a*s.cs, end)}, {max(e*s.cs, off), end}}
+	if a > e { // inside one chunk
+		edges = [][2]int64{{off, end}}
+	}
+	for _, r := range edges {
+		if r[0] < r[1] {
+			if _, err := s.WriteAt(ctx, ino, make([]byte, r[1]-r[0]), r[0]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -103,8 +103,9 @@ type Config struct {
 	// LeaseTTL is how long a lease lasts unless renewed (default 60 s;
 	// renewed every third of it).
 	LeaseTTL time.Duration
-	// Create makes a new store of Kind when the prefix has no manifest;
-	// VolumeSize is the size of a new KindVolume store.
+	// Create makes a new store of Kind (default KindFS) when the prefix
+	// has no manifest; VolumeSize is the size of a new KindVolume store.
+	// Without Create, an empty Kind opens a store of either kind.
 	Create     bool
 	Kind       string
 	VolumeSize int64
@@ -149,6 +150,7 @@ type Store struct {
 	jrecs    int
 	joff     int64 // journal length: the offset of the next record
 	closed   bool
+	created  bool // Open made a new store
 	leaseErr error
 
 	locks       [256]sync.Mutex // chunk locks, by chunk
@@ -239,7 +241,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 60 * time.Second
 	}
-	if cfg.Kind == "" {
+	if cfg.Kind == "" && cfg.Create {
 		cfg.Kind = KindFS
 	}
 	if cfg.Log == nil {
@@ -256,7 +258,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("chunkstore: parallelism %d: want 1..1024", cfg.Parallelism)
 	case cfg.WriteBackAge < 0 || cfg.WriteBackEvery < 0 || cfg.LeaseTTL < 3*time.Second:
 		return nil, fmt.Errorf("chunkstore: negative write-back times or a lease under 3 s")
-	case cfg.Kind != KindFS && cfg.Kind != KindVolume:
+	case cfg.Kind != "" && cfg.Kind != KindFS && cfg.Kind != KindVolume:
 		return nil, fmt.Errorf("chunkstore: kind %q", cfg.Kind)
 	}
 	ec := cfg.Engine.Config()
@@ -355,6 +357,7 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 		}
 		s.m = newManifest(s.cfg)
 		s.changes = 1
+		s.created = true
 	case remote == nil:
 		if local.Manifest.Generation > 0 {
 			return fmt.Errorf("%w: the bucket has no manifest but the cache knew generation %d (deleted by someone else?); move the cache directory %s away to start afresh",
@@ -379,7 +382,7 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 		s.pubRefs = map[string]struct{}{}
 	}
 	s.cs = s.m.ChunkSize
-	if s.cfg.Kind != s.m.Kind {
+	if s.cfg.Kind != "" && s.cfg.Kind != s.m.Kind {
 		return fmt.Errorf("the store is a %s, not a %s", s.m.Kind, s.cfg.Kind)
 	}
 	if s.cfg.Parallelism > int(s.cfg.MaxMemory/s.cs) {

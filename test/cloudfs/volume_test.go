@@ -1,0 +1,135 @@
+package cloudfs
+
+import (
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	s3client "github.com/tristore/tristore/client/s3"
+	"github.com/tristore/tristore/internal/testutil"
+)
+
+func sh(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// loop attaches file to a loop device, detached at cleanup.
+func loop(t *testing.T, file string, ro bool) string {
+	t.Helper()
+	args := []string{"-f", "--show"}
+	if ro {
+		args = append(args, "-r")
+	}
+	dev := strings.TrimSpace(sh(t, "losetup", append(args, file)...))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	return dev
+}
+
+func mountFS(t *testing.T, dev, dir string, opts ...string) {
+	t.Helper()
+	sh(t, "mount", append(opts, dev, dir)...)
+	t.Cleanup(func() {
+		if isMounted(dir) {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+}
+
+// TestCloudVolume: a block volume made with `volume create --backend` in a
+// bucket of one `tristore serve` (standing in for a remote cluster):
+// ext4 on it through `tristore mount` + loop, e2fsck clean; a second
+// gateway refused while the first holds it; then a second `tristore
+// serve` offers it as an iSCSI LUN, qemu-img (libiscsi) copies it out,
+// and the copy is a clean ext4 holding the same tree.
+func TestCloudVolume(t *testing.T) {
+	testutil.NeedRoot(t, "loop devices and mounts")
+	testutil.NeedFUSE(t)
+	for _, c := range []string{"losetup", "mkfs.ext4", "e2fsck", "qemu-img", "iscsi-ls"} {
+		testutil.NeedCmd(t, c)
+	}
+	ctx := context.Background()
+	bin := testutil.TristoreBin(ctx, t)
+	cluster := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: t.TempDir(), On: []string{"s3"},
+		Args: []string{"--access-key", ak, "--secret-key", sk}})
+	hostport := cluster.Addrs["s3"]
+	ep := "http://" + hostport
+	e, err := s3client.New(s3client.Config{Endpoint: ep, AccessKey: ak, SecretKey: sk, PathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := "vols"
+	if _, err := e.API().CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &b}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	gw := t.TempDir() // the gateway's data directory
+	keys := []string{"--s3-access-key", ak, "--s3-secret-key", sk}
+	out := sh(t, bin, append([]string{"volume", "create", "--data", gw, "--backend", "s3://" + hostport + "/vols", "--s3-lease-ttl", "4s", "vol1", "96Mi"}, keys...)...)
+	if !strings.Contains(out, "iqn.2026-11.io.tristore:-cloud:vol1") {
+		t.Fatalf("volume create said: %s", out)
+	}
+	if out, err := exec.Command(bin, append([]string{"volume", "create", "--data", t.TempDir(), "--backend", "s3://" + hostport + "/vols", "vol1", "96Mi"}, keys...)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "already exists") {
+		t.Fatalf("creating it twice: %v %s", err, out)
+	}
+
+	src := filepath.Join(runtime.GOROOT(), "src", "encoding")
+	want := sums(t, src)
+	common := append([]string{"--s3-endpoint", ep, "--s3-lease-ttl", "4s"}, keys...)
+	dir := t.TempDir()
+	m := startMount(t, bin, "s3://vols/volumes/vol1", dir, append([]string{"--cache", t.TempDir()}, common...)...)
+	lun := filepath.Join(dir, "lun")
+	if fi, err := os.Stat(lun); err != nil || fi.Size() != 96<<20 {
+		t.Fatalf("volume file: %v %v", fi, err)
+	}
+	dev := loop(t, lun, false)
+	sh(t, "mkfs.ext4", "-q", "-F", dev)
+	mnt := t.TempDir()
+	mountFS(t, dev, mnt)
+	sh(t, "cp", "-a", src, filepath.Join(mnt, "encoding"))
+	if got := sums(t, filepath.Join(mnt, "encoding")); !maps.Equal(got, want) {
+		t.Fatal("tree differs on ext4 over the cloud volume")
+	}
+	sh(t, "umount", mnt)
+	sh(t, "e2fsck", "-fn", dev)
+
+	// A second gateway is refused while this one holds the volume.
+	out2, err := exec.Command(bin, append([]string{"mount", "s3://vols/volumes/vol1", t.TempDir(), "--cache", t.TempDir()}, common...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "leased by another gateway") {
+		t.Fatalf("second gateway: %v\n%s", err, out2)
+	}
+	sh(t, "losetup", "-d", dev)
+	m.stop(t)
+
+	// The gateway's serve offers it over iSCSI.
+	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})
+	addr := sv.Addrs["iscsi"]
+	iqn := "iqn.2026-11.io.tristore:-cloud:vol1"
+	if out := sh(t, "iscsi-ls", "-s", "iscsi://"+addr); !strings.Contains(out, iqn) {
+		t.Fatalf("iscsi-ls:\n%s", out)
+	}
+	raw := filepath.Join(t.TempDir(), "copy.raw")
+	sh(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
+	sh(t, "e2fsck", "-fn", raw)
+	mnt2 := t.TempDir()
+	mountFS(t, loop(t, raw, true), mnt2, "-o", "ro")
+	if got := sums(t, filepath.Join(mnt2, "encoding")); !maps.Equal(got, want) {
+		t.Fatal("tree differs in the copy read over iSCSI")
+	}
+}
