@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,7 +102,15 @@ Whatever the run created on the target is removed in every case.`,
 	fs.String("sizes", "", "replace the suite's sizes (units, files or objects), comma-separated, e.g. 4KiB,1MiB")
 	fs.String("threads", "", "replace the suite's thread counts, comma-separated, e.g. 1,8,64")
 	fs.Int("count", 0, "replace the suite's file/object count per step")
-	fs.String("file-size", "", "units: replace the file size (e.g. 128MiB; a multiple of every unit)")
+	fs.String("file-size", "", "units: replace the file size; iozone: the data set (e.g. 128MiB; a multiple of every unit)")
+	fs.String("instances", "", "postmark: instances at once, comma-separated, e.g. 1,2,4 (default 1,2,4,8 scaled)")
+	for _, f := range postmarkFlags {
+		if f.kind == "bool" {
+			fs.Bool(f.flag, f.def == "true", "postmark: "+f.help)
+		} else {
+			fs.Int(f.flag, atoiOr(f.def), "postmark: "+f.help)
+		}
+	}
 	fs.Int("max-errors", 10, "end a step after this many failed requests in a row")
 	fs.String("network", "", "run across an emulated link with this preset: "+strings.Join(netem.PresetNames(), ", "))
 	fs.String("link", "auto", "kind of link for --network: netns (root: two network namespaces, real loss, IP packet counters), proxy (no root: TCP proxy, rate/delay/jitter, no loss), auto (netns when possible)")
@@ -160,6 +169,9 @@ func runBench(cmd *cobra.Command, args []string) error {
 		}
 		c.FileSize = n
 	}
+	if err := postmarkSettings(&c); err != nil {
+		return err
+	}
 	c.ClientCommand = benchClientCommand
 	c.Out = cfg.GetString("out")
 	if c.Out == "" {
@@ -180,10 +192,18 @@ func runBench(cmd *cobra.Command, args []string) error {
 	rows, sumErr := bench.Summarize(c.Out)
 	if cfg.GetBool("json") {
 		out := struct {
-			Dir  string      `json:"dir"`
-			Run  *bench.Run  `json:"run"`
-			Rows []bench.Row `json:"rows"`
-		}{c.Out, run, rows}
+			Dir      string                `json:"dir"`
+			Run      *bench.Run            `json:"run"`
+			Rows     []bench.Row           `json:"rows"`
+			PostMark []postmarkRate        `json:"postmark,omitempty"`
+			Iozone   []bench.IozoneAverage `json:"iozone,omitempty"`
+		}{Dir: c.Out, Run: run, Rows: rows}
+		switch run.Suite {
+		case "postmark":
+			out.PostMark = postmarkRates(run)
+		case "iozone":
+			out.Iozone = bench.IozoneAverages(rows)
+		}
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -199,6 +219,7 @@ func runBench(cmd *cobra.Command, args []string) error {
 		if err := bench.WriteTable(w, rows); err != nil {
 			return err
 		}
+		writeSuiteFigures(w, run, rows)
 		state := "complete"
 		if run.Partial {
 			state = "PARTIAL"
@@ -218,6 +239,108 @@ func runBench(cmd *cobra.Command, args []string) error {
 		return errors.New("bench: cleanup failed: " + run.CleanupError)
 	}
 	return nil
+}
+
+// postmarkFlags are PostMark's `set` commands as flags of `tristore bench
+// postmark`, with PostMark's defaults; only those given (flag, env or
+// config file) replace the suite's (scaled) values.
+var postmarkFlags = []struct{ flag, key, kind, def, help string }{
+	{"number", "number", "int", "500", "files in the pool (set number; scaled by --scale)"},
+	{"size-low", "size_low", "int", "500", "smallest file in bytes (set size)"},
+	{"size-high", "size_high", "int", "10000", "largest file in bytes (set size)"},
+	{"transactions", "transactions", "int", "500", "transactions per instance (set transactions; scaled by --scale)"},
+	{"read-block", "read_block", "int", "512", "bytes per read (set read)"},
+	{"write-block", "write_block", "int", "512", "bytes per write (set write)"},
+	{"bias-read", "bias_read", "int", "5", "chances in 10 of a read rather than an append, -1 for neither (set bias read)"},
+	{"bias-create", "bias_create", "int", "5", "chances in 10 of a create rather than a delete, -1 for neither (set bias create)"},
+	{"subdirectories", "subdirectories", "int", "0", "subdirectories per instance, used when above 1 (set subdirectories)"},
+	{"seed", "seed", "int", "42", "random seed, the same for every instance (set seed)"},
+	{"buffered", "buffered", "bool", "true", "stdio-buffered I/O, 4 KiB buffer (set buffering)"},
+}
+
+func atoiOr(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// postmarkSettings moves --instances and the PostMark flags that were set
+// into c, refusing them for other suites.
+func postmarkSettings(c *bench.Config) error {
+	if v := cfg.GetString("instances"); v != "" {
+		if c.Suite != "postmark" {
+			return fmt.Errorf("--instances applies to the postmark suite only (--threads for %s)", c.Suite)
+		}
+		if len(c.Threads) > 0 {
+			return errors.New("postmark: give --instances or --threads, not both")
+		}
+		for _, s := range splitList(v) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 1024 {
+				return fmt.Errorf("--instances %q: want a count 1..1024", s)
+			}
+			c.Threads = append(c.Threads, n)
+		}
+	}
+	for _, f := range postmarkFlags {
+		if !cfg.IsSet(f.flag) {
+			continue
+		}
+		if c.Suite != "postmark" {
+			return fmt.Errorf("--%s applies to the postmark suite only", f.flag)
+		}
+		if c.Settings == nil {
+			c.Settings = map[string]string{}
+		}
+		c.Settings[f.key] = cfg.GetString(f.flag)
+	}
+	if c.Suite == "postmark" {
+		p := bench.DefaultPostMark().Settings()
+		for k, v := range c.Settings {
+			p[k] = v
+		}
+		if _, err := bench.ParsePostMark(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// postmarkRate is the postmark figure of one step.
+type postmarkRate struct {
+	Instances    int     `json:"instances"`
+	Transactions float64 `json:"transactions_per_s"`
+}
+
+func postmarkRates(run *bench.Run) []postmarkRate {
+	var out []postmarkRate
+	for _, n := range run.Params.Threads {
+		if r := bench.PostMarkRate(run, n); r > 0 {
+			out = append(out, postmarkRate{n, r})
+		}
+	}
+	return out
+}
+
+// writeSuiteFigures prints the figure a suite's seed reports, below the
+// table: postmark's transactions/s per instance count, iozone's four tests
+// and their average per request size.
+func writeSuiteFigures(w io.Writer, run *bench.Run, rows []bench.Row) {
+	switch run.Suite {
+	case "postmark":
+		for _, r := range postmarkRates(run) {
+			fmt.Fprintf(w, "postmark: %d instance(s): %.1f transactions/s (%s transactions each)\n", r.Instances, r.Transactions,
+				run.Params.Extra["transactions"])
+		}
+	case "iozone":
+		avg := bench.IozoneAverages(rows)
+		if len(avg) == 0 {
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "iozone MB/s\tform\trequest\tthreads\twrite\tread\trandwrite\trandread\taverage\t\n")
+		for _, a := range avg {
+			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", a.Form, bench.FormatSize(a.Unit), a.Threads,
+				a.Write, a.Read, a.RandWrite, a.RandRead, a.Average)
+		}
+		tw.Flush()
+	}
 }
 
 func splitList(s string) []string {
