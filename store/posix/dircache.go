@@ -100,6 +100,7 @@ type dirCache struct {
 	lru     list.List // front: most recently used
 	entries int
 	read    atomic.Int64 // directory entries read from disk by listings
+	visited atomic.Int64 // snapshot entries and hidden keys listings looked at
 }
 
 func (c *dirCache) get(path string, stamp dirStamp) *dirSnap {

@@ -57,6 +57,7 @@ type lister struct {
 	// under the prefix and rolls them up into common prefixes as it goes,
 	// skipping past each group once it is emitted.
 	group string
+	delim string // the delimiter asked for ("/" or group)
 	floor floor
 	gen   int // bumped whenever floor moves, so walks re-seek
 	// hidden are the bucket's hidden keys; hi the next one to merge.
@@ -83,7 +84,7 @@ func (b *Backend) List(ctx context.Context, bucket string, opts store.ListOption
 	if err := b.bucketExists(bucket); err != nil {
 		return store.ListResult{}, err
 	}
-	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit, floor: floor{s: opts.After}}
+	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit, floor: floor{s: opts.After}, delim: opts.Delimiter}
 	if opts.Delimiter != "" && opts.Delimiter != "/" {
 		// Any other delimiter: no directory maps to its prefixes, so walk
 		// the subtree of the prefix and group keys on the way.
@@ -159,11 +160,9 @@ func (l *lister) add(name string, oi *store.ObjectInfo) error {
 // fall in) that sort before bound (all of them when !bounded). A hidden
 // key equal to bound is skipped: the plain file of the same key wins.
 func (l *lister) drainHidden(bound string, bounded bool) error {
-	p, d := l.opts.Prefix, l.opts.Delimiter
-	if l.group != "" {
-		d = l.group
-	}
+	p, d := l.opts.Prefix, l.delim
 	for l.hi < len(l.hidden) {
+		l.b.dirs.visited.Add(1)
 		k := l.hidden[l.hi]
 		if !strings.HasPrefix(k, p) {
 			if k > p {
@@ -267,6 +266,7 @@ func (l *lister) walkDir(dk string) error {
 				break
 			}
 		}
+		l.b.dirs.visited.Add(1)
 		it := items[i]
 		key := dk + it.sk
 		if !strings.HasPrefix(key, p) && !strings.HasPrefix(p, key) {
@@ -284,13 +284,17 @@ func (l *lister) walkDir(dk string) error {
 		if l.floor.covers(key) {
 			continue
 		}
-		switch {
-		case strings.HasPrefix(p, key):
+		if strings.HasPrefix(p, key) {
 			if err := l.walkDir(key); err != nil {
 				return err
 			}
-		case l.opts.Delimiter == "/":
-			if l.floor.done(key) {
+			continue
+		}
+		if j := strings.Index(key[len(p):], l.delim); l.delim != "" && j >= 0 {
+			// Every key under this directory falls in one common prefix
+			// (with "/" the directory itself): report it without walking.
+			cp := key[:len(p)+j+len(l.delim)]
+			if l.floor.done(cp) {
 				continue
 			}
 			// A directory with no object in it (made over NFS, or
@@ -300,14 +304,14 @@ func (l *lister) walkDir(dk string) error {
 				return err
 			}
 			if ok {
-				if err := l.emit(key, nil); err != nil {
+				if err := l.emit(cp, nil); err != nil {
 					return err
 				}
 			}
-		default:
-			if err := l.walkDir(key); err != nil {
-				return err
-			}
+			continue
+		}
+		if err := l.walkDir(key); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -403,7 +407,7 @@ func (l *lister) hasObject(dir string, depth int) (bool, error) {
 		}
 	}
 	for _, n := range subdirs {
-		ok, err := l.hasObject(filepath.Join(dir, n), 0+depth+1)
+		ok, err := l.hasObject(filepath.Join(dir, n), depth+1)
 		if ok || err != nil {
 			return ok, err
 		}
