@@ -57,9 +57,9 @@ func TestFileLUNMembers(t *testing.T) {
 			ds := make([]blockdev.Device, 4)
 			for i := range paths {
 				paths[i] = filepath.Join(dir, "m"+strconv.Itoa(i))
-				ds[i] = openLUN(t, paths[i], DataOffset+32*chunkT)
+				ds[i] = openLUN(t, paths[i], memOff+32*chunkT)
 			}
-			a, err := Create(ctx, level, chunkT, ds)
+			a, err := testCreate(ctx, level, ds)
 			if err != nil {
 				t.Fatal(err)
 			}

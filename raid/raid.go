@@ -1,9 +1,11 @@
-// Package raid is a blockdev.Device made of member Devices: RAID-0 (striped)
-// and RAID-5 (striped with rotated parity, left-symmetric as Linux MD). The
-// members can be anything that is a Device (files, iSCSI sessions, another
-// array), so iRAID over remote targets and local disk layouts are the same
-// code. Every member carries a superblock (superblock.go) so the array
-// assembles itself from its members in any order; see docs/raid.md.
+// Package raid is a blockdev.Device made of member Devices: RAID-0 (striped),
+// RAID-1 (mirrored) and RAID-5 (striped with rotated parity, left-symmetric
+// as Linux MD). The members can be anything that is a Device (files, iSCSI
+// sessions, another array), so iRAID over remote targets and local disk
+// layouts are the same code. Every member carries a superblock
+// (superblock.go) so the array assembles itself from its members in any
+// order, and RAID-1/5 writes go through a journal (journal.go) so a crash
+// between data and parity writes cannot return wrong data; see docs/raid.md.
 package raid
 
 import (
@@ -30,11 +32,9 @@ var (
 	ErrStale = errors.New("raid: stale member")
 	// ErrMismatch is a member whose size or geometry does not fit.
 	ErrMismatch = errors.New("raid: member does not match the array")
-	// ErrDirtyDegraded refuses to start a RAID-5 that was not shut down
-	// cleanly and is missing a member: parity of the regions being written
-	// at the crash may be stale, so reconstructing the missing member
-	// there could return wrong data (the write hole; see docs/raid.md).
-	ErrDirtyDegraded = errors.New("raid: array is dirty and degraded; missing member's data in unsynced regions cannot be trusted")
+	// ErrVerify is a rebuild whose final verify pass found rows that do not
+	// read back consistent: the new member is left out of the array.
+	ErrVerify = errors.New("raid: rebuild verify failed")
 )
 
 // DefaultChunk is the stripe unit, 64 KiB as in seed 002.
@@ -47,6 +47,21 @@ const maxParallel = 16
 // shard stripe%stripeLocks so writers to one stripe are serialised.
 const stripeLocks = 64
 
+// maxRowsPerRecord bounds the rows one journal record covers (and so the
+// row locks one write holds at once).
+const maxRowsPerRecord = 16
+
+// Options configure Create.
+type Options struct {
+	Level int // 0, 1 or 5
+	Chunk int // stripe unit in bytes; 0 = DefaultChunk
+	// Journal is the journal ring per member (RAID-1/5); 0 = DefaultJournal.
+	Journal int64
+	// UseSmallest lets members of different sizes form an array, each
+	// contributing the smallest one's size; without it Create refuses them.
+	UseSmallest bool
+}
+
 // Array is a RAID volume over member Devices.
 type Array struct {
 	level      int
@@ -57,6 +72,8 @@ type Array struct {
 	dataOff    int64
 	uuid       [16]byte
 	devs       []blockdev.Device
+	jnl        *journal // nil for RAID-0
+	rowsPerRec int64
 
 	locks [stripeLocks]sync.Mutex
 
@@ -65,17 +82,16 @@ type Array struct {
 	events   uint64
 	stopped  bool
 	closed   bool
-	rebuild  int   // slot being rebuilt, -1 none
-	rebPos   int64 // rows below rebPos are in sync on the rebuild slot
-	rebCk    int64 // rows below rebCk are also durable there (the checkpoint)
-	region   int64 // member bytes per bitmap bit
-	bitmap   []byte
-	inflight map[int64]int    // region -> writes in progress
-	lastGen  map[int64]uint64 // region -> write generation of last write
-	gen      uint64
+	rebuild  int    // slot being rebuilt, -1 none
+	rebPos   int64  // rows below rebPos are in sync on the rebuild slot
+	rebCk    int64  // rows below rebCk are also durable there (the checkpoint)
+	jck      uint64 // journal checkpoint sequence (superblock)
+	rate     int64  // rebuild rate limit in bytes/s, 0 = none
+	replayed replayStats
+	rr       uint64 // RAID-1 read round robin
 }
 
-// Level reports the RAID level (0 or 5).
+// Level reports the RAID level (0, 1 or 5).
 func (a *Array) Level() int { return a.level }
 
 // Chunk reports the stripe unit in bytes.
@@ -94,8 +110,13 @@ type Status struct {
 	Failed     []int
 	Rebuilding int // slot, -1 none
 	RebuildPos int64
-	DirtyBits  int
 	Stopped    bool
+	// Journal (RAID-1/5): ring bytes per member, checkpoint sequence, and
+	// what Assemble replayed (complete records) or dropped (torn ones).
+	JournalSize     int64
+	JournalSeq      uint64
+	JournalReplayed int
+	JournalDropped  int
 }
 
 // Status reports the array state.
@@ -103,34 +124,44 @@ func (a *Array) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := Status{Level: a.level, Chunk: int(a.chunk), Members: a.n, Size: a.Size(), Events: a.events,
-		Rebuilding: a.rebuild, RebuildPos: a.rebPos * a.chunk, Stopped: a.stopped}
+		Rebuilding: a.rebuild, RebuildPos: a.rebPos * a.chunk, Stopped: a.stopped, JournalSeq: a.jck,
+		JournalReplayed: a.replayed.Replayed, JournalDropped: a.replayed.Dropped}
+	if a.jnl != nil {
+		st.JournalSize = a.jnl.size
+	}
 	for i, f := range a.failed {
 		if f {
 			st.Failed = append(st.Failed, i)
 		}
 	}
-	for _, b := range a.bitmap {
-		for ; b != 0; b &= b - 1 {
-			st.DirtyBits++
-		}
-	}
 	return st
 }
 
-// Create writes fresh superblocks on members (slot i = members[i]),
-// flushes them and returns the open array. chunk 0 means DefaultChunk.
-// Every member contributes the smallest member's size.
+// Create writes fresh superblocks on members (slot i = members[i]) with the
+// default journal, flushes them and returns the open array. chunk 0 means
+// DefaultChunk. Members must be the same size (see Options.UseSmallest).
 func Create(ctx context.Context, level, chunk int, members []blockdev.Device) (*Array, error) {
+	return CreateWith(ctx, Options{Level: level, Chunk: chunk}, members)
+}
+
+// CreateWith is Create with every option.
+func CreateWith(ctx context.Context, o Options, members []blockdev.Device) (*Array, error) {
+	chunk := o.Chunk
 	if chunk == 0 {
 		chunk = DefaultChunk
 	}
+	level := o.Level
 	switch {
-	case level != 0 && level != 5:
-		return nil, fmt.Errorf("raid: level %d not supported (0 or 5)", level)
+	case level != 0 && level != 1 && level != 5:
+		return nil, fmt.Errorf("raid: level %d not supported (0, 1 or 5)", level)
 	case level == 5 && len(members) < 3:
 		return nil, fmt.Errorf("raid: RAID-5 needs at least 3 members, got %d", len(members))
+	case level == 1 && len(members) < 2:
+		return nil, fmt.Errorf("raid: RAID-1 needs at least 2 members, got %d", len(members))
 	case len(members) < 1 || len(members) > 32:
 		return nil, fmt.Errorf("raid: %d members (1..32)", len(members))
+	case chunk <= 0:
+		return nil, fmt.Errorf("raid: chunk %d", chunk)
 	}
 	bs := 0
 	for _, m := range members {
@@ -139,50 +170,63 @@ func Create(ctx context.Context, level, chunk int, members []blockdev.Device) (*
 	if chunk%bs != 0 || SuperblockSize%bs != 0 {
 		return nil, fmt.Errorf("raid: chunk %d is not a multiple of member block size %d", chunk, bs)
 	}
+	dataOff, jlen := int64(DataOffset), int64(0)
+	if level != 0 {
+		jlen = o.Journal
+		if jlen == 0 {
+			jlen = DefaultJournal
+		}
+		jlen = (jlen + SuperblockSize - 1) / SuperblockSize * SuperblockSize
+		if min := 4 * (int64(chunk) + SuperblockSize); jlen < min {
+			return nil, fmt.Errorf("raid: journal %d bytes is below the minimum %d for chunk %d", jlen, min, chunk)
+		}
+		dataOff += jlen
+	}
 	ms := int64(-1)
 	for i, m := range members {
-		s := m.Size() - DataOffset
+		s := m.Size() - dataOff
 		s -= s % int64(chunk)
 		if s <= 0 {
-			return nil, fmt.Errorf("%w: member %d (%d bytes) too small for chunk %d", ErrMismatch, i, m.Size(), chunk)
+			return nil, fmt.Errorf("%w: member %d (%d bytes) too small for chunk %d and %d bytes of superblock and journal", ErrMismatch, i, m.Size(), chunk, dataOff)
+		}
+		if ms >= 0 && s != ms && !o.UseSmallest {
+			return nil, fmt.Errorf("%w: member %d holds %d data bytes, member 0 holds %d; members must be the same size (or allow the smallest to set the size)", ErrMismatch, i, s, ms)
 		}
 		if ms < 0 || s < ms {
 			ms = s
 		}
 	}
 	a := &Array{level: level, chunk: int64(chunk), n: len(members), bs: bs, memberSize: ms,
-		dataOff: DataOffset, devs: append([]blockdev.Device(nil), members...), failed: make([]bool, len(members)),
+		dataOff: dataOff, devs: append([]blockdev.Device(nil), members...), failed: make([]bool, len(members)),
 		events: 1, rebuild: -1}
 	if _, err := io.ReadFull(rand.Reader, a.uuid[:]); err != nil {
 		return nil, err
 	}
-	a.initBitmap(nil)
+	a.initJournal(jlen, 1)
+	a.jck = 1
 	if err := a.writeSuperblocks(ctx, true); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *Array) initBitmap(bm []byte) {
-	bits := int64(maxBitmapLen * 8)
-	r := a.chunk
-	for (a.memberSize+r-1)/r > bits {
-		r *= 2
+// initJournal sets up the journal (RAID-1/5) with ring size jlen and
+// next sequence seq.
+func (a *Array) initJournal(jlen int64, seq uint64) {
+	if a.level == 0 || jlen == 0 {
+		return
 	}
-	if a.region == 0 {
-		a.region = r
-	}
-	nb := int(((a.memberSize+a.region-1)/a.region + 7) / 8)
-	a.bitmap = make([]byte, nb)
-	copy(a.bitmap, bm)
-	a.inflight = map[int64]int{}
-	a.lastGen = map[int64]uint64{}
+	a.jnl = newJournal(a, SuperblockSize, jlen, seq)
+	a.rowsPerRec = max(1, min(maxRowsPerRecord, (jlen/4)/(a.chunk+int64(a.bs))))
 }
 
 func (a *Array) sbFor(i int, dirty bool) *superblock {
 	s := &superblock{Level: a.level, UUID: a.uuid, Chunk: int(a.chunk), Members: a.n, Index: i,
 		BlockSize: a.bs, DataOffset: a.dataOff, MemberSize: a.memberSize, Events: a.events, Dirty: dirty,
-		RebuildIdx: a.rebuild, RebuildPos: a.rebCk * a.chunk, RegionSize: a.region, Bitmap: a.bitmap}
+		RebuildIdx: a.rebuild, RebuildPos: a.rebCk * a.chunk, JournalCk: a.jck}
+	if a.jnl != nil {
+		s.JournalOff, s.JournalLen = a.jnl.off, a.jnl.size
+	}
 	for j, f := range a.failed {
 		if f {
 			s.FailedMask |= 1 << j
@@ -259,8 +303,11 @@ func (a *Array) tolerable() bool {
 			c++
 		}
 	}
-	if a.level == 0 {
+	switch a.level {
+	case 0:
 		return c == 0
+	case 1:
+		return c < a.n
 	}
 	return c <= 1
 }
@@ -345,7 +392,10 @@ func parallel(ctx context.Context, k int, fn func(int) error) error {
 
 // Size is the array's data capacity.
 func (a *Array) Size() int64 {
-	if a.level == 5 {
+	switch a.level {
+	case 1:
+		return a.memberSize
+	case 5:
 		return int64(a.n-1) * a.memberSize
 	}
 	return int64(a.n) * a.memberSize
@@ -373,7 +423,10 @@ func (a *Array) check(p []byte, off int64) error {
 
 // rowData is the data bytes in one row (stripe) of the array.
 func (a *Array) rowData() int64 {
-	if a.level == 5 {
+	switch a.level {
+	case 1:
+		return a.chunk
+	case 5:
 		return int64(a.n-1) * a.chunk
 	}
 	return int64(a.n) * a.chunk
@@ -410,7 +463,8 @@ func (a *Array) retry(ctx context.Context, op func() error) error {
 	return ErrArrayFailed
 }
 
-// ReadAt reads p at off, reconstructing a failed member's data from parity.
+// ReadAt reads p at off, reconstructing a failed member's data from parity
+// (RAID-5) or reading another copy (RAID-1).
 func (a *Array) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := a.check(p, off); err != nil {
 		return 0, err
@@ -419,7 +473,10 @@ func (a *Array) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	err := a.forRows(ctx, p, off, func(row, in int64, q []byte) error {
-		if a.level == 5 {
+		switch a.level {
+		case 1:
+			return a.readRow1(ctx, row, in, q)
+		case 5:
 			return a.readRow5(ctx, row, in, q)
 		}
 		return a.ioRow0(ctx, row, in, q, false)
@@ -430,8 +487,9 @@ func (a *Array) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// WriteAt writes p at off. Before any RAID-5 data reaches a member, the
-// write-intent bit of its region is set and durable on every member.
+// WriteAt writes p at off. RAID-1/5 writes are durable in the journal
+// before they reach their place on the members, so WriteAt returns only
+// after the data is durable.
 func (a *Array) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := a.check(p, off); err != nil {
 		return 0, err
@@ -439,20 +497,14 @@ func (a *Array) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if a.level == 5 {
-		rd := a.rowData()
-		r0, r1 := (off/rd)*a.chunk/a.region, ((off+int64(len(p))-1)/rd)*a.chunk/a.region
-		if err := a.markDirty(ctx, r0, r1); err != nil {
-			return 0, err
-		}
-		defer a.endWrite(r0, r1)
+	var err error
+	if a.jnl != nil {
+		err = a.writeJournaled(ctx, p, off)
+	} else {
+		err = a.forRows(ctx, p, off, func(row, in int64, q []byte) error {
+			return a.ioRow0(ctx, row, in, q, true)
+		})
 	}
-	err := a.forRows(ctx, p, off, func(row, in int64, q []byte) error {
-		if a.level == 5 {
-			return a.writeRow5(ctx, row, in, q)
-		}
-		return a.ioRow0(ctx, row, in, q, true)
-	})
 	if err != nil {
 		return 0, err
 	}
@@ -481,58 +533,15 @@ func (a *Array) ioRow0(ctx context.Context, row, in int64, q []byte, write bool)
 	})
 }
 
-// markDirty sets bitmap bits r0..r1 (persisting them first if new) and
-// counts the write in flight.
-func (a *Array) markDirty(ctx context.Context, r0, r1 int64) error {
+// flushMembers flushes every live member in parallel; a member whose
+// flush fails is marked failed (ErrArrayFailed if that is one too many).
+func (a *Array) flushMembers(ctx context.Context) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	changed := false
-	a.gen++
-	for r := r0; r <= r1; r++ {
-		a.inflight[r]++
-		a.lastGen[r] = a.gen
-		if a.bitmap[r/8]&(1<<(r%8)) == 0 {
-			a.bitmap[r/8] |= 1 << (r % 8)
-			changed = true
-		}
-	}
-	if changed {
-		if err := a.writeSuperblocks(context.WithoutCancel(ctx), true); err != nil {
-			for r := r0; r <= r1; r++ {
-				a.inflight[r]--
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-func (a *Array) endWrite(r0, r1 int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for r := r0; r <= r1; r++ {
-		a.inflight[r]--
-	}
-}
-
-// Flush flushes every member in parallel, then clears the write-intent
-// bits of regions with no write since the flush began.
-func (a *Array) Flush(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return blockdev.ErrClosed
-	}
-	if a.stopped {
-		a.mu.Unlock()
-		return ErrArrayFailed
-	}
-	startGen := a.gen
 	live := a.liveSlots()
 	a.mu.Unlock()
 	var ferr error
 	var fmu sync.Mutex
-	_ = parallel(ctx, len(live), func(k int) error {
+	_ = parallel(context.WithoutCancel(ctx), len(live), func(k int) error {
 		if err := a.devs[live[k]].Flush(ctx); err != nil {
 			if e := a.fail(ctx, live[k], err); e != nil {
 				fmu.Lock()
@@ -545,38 +554,73 @@ func (a *Array) Flush(ctx context.Context) error {
 	if ferr != nil {
 		return ferr
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if a.level != 5 {
-		return nil
-	}
+	return ctx.Err()
+}
+
+// Flush flushes every member in parallel.
+func (a *Array) Flush(ctx context.Context) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	changed := false
-	for r := range int64(len(a.bitmap) * 8) {
-		if a.bitmap[r/8]&(1<<(r%8)) != 0 && a.inflight[r] == 0 && a.lastGen[r] <= startGen {
-			a.bitmap[r/8] &^= 1 << (r % 8)
-			delete(a.lastGen, r)
-			delete(a.inflight, r)
-			changed = true
+	closed, stopped := a.closed, a.stopped
+	a.mu.Unlock()
+	switch {
+	case closed:
+		return blockdev.ErrClosed
+	case stopped:
+		return ErrArrayFailed
+	}
+	return a.flushMembers(ctx)
+}
+
+// Fail marks member slot failed by hand (`tristore raid fail`): the event
+// counter is bumped and the survivors record it; the member must then be
+// replaced. Failing the last redundancy is refused.
+func (a *Array) Fail(ctx context.Context, slot int) error {
+	a.mu.Lock()
+	switch {
+	case slot < 0 || slot >= a.n:
+		a.mu.Unlock()
+		return fmt.Errorf("raid: slot %d out of range (0..%d)", slot, a.n-1)
+	case a.failed[slot] && slot != a.rebuild:
+		a.mu.Unlock()
+		return fmt.Errorf("raid: slot %d is already failed", slot)
+	}
+	a.failed[slot] = true
+	ok := a.tolerable()
+	a.failed[slot] = false
+	a.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("raid: failing slot %d would stop the array (level %d has no redundancy left)", slot, a.level)
+	}
+	if a.jnl != nil {
+		// Make everything in place durable first, so no journal entry needs
+		// the member's part (it may come back later as a replacement).
+		if err := a.jnl.checkpoint(ctx); err != nil {
+			return err
 		}
 	}
-	if changed {
-		return a.writeSuperblocks(context.WithoutCancel(ctx), true)
-	}
-	return nil
+	return a.fail(ctx, slot, errors.New("failed by request"))
 }
 
 // Close flushes, records a clean shutdown on every member and closes them.
 func (a *Array) Close() error {
 	ctx := context.Background()
-	err := a.Flush(ctx)
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.closed {
+		a.mu.Unlock()
 		return blockdev.ErrClosed
 	}
+	stopped := a.stopped
+	a.mu.Unlock()
+	var err error
+	if !stopped {
+		if a.jnl != nil {
+			err = a.jnl.checkpoint(ctx)
+		} else {
+			err = a.flushMembers(ctx)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.closed = true
 	if err == nil && !a.stopped {
 		err = a.writeSuperblocks(ctx, false)

@@ -2,7 +2,6 @@ package raid
 
 import (
 	"context"
-	"fmt"
 )
 
 // Left-symmetric layout (Linux MD algorithm 2): in row r the parity chunk is
@@ -68,16 +67,6 @@ type colWrite struct {
 	p    []byte
 }
 
-func (a *Array) writeCols(ctx context.Context, row int64, ws []colWrite) error {
-	return parallel(ctx, len(ws), func(k int) error {
-		w := ws[k]
-		if err := writeFull(ctx, a.devs[w.slot], w.p, a.moff(row, w.off)); err != nil {
-			return &memberErr{w.slot, err}
-		}
-		return nil
-	})
-}
-
 // readRow5 reads q at in-row offset in, reconstructing an unusable slot.
 func (a *Array) readRow5(ctx context.Context, row, in int64, q []byte) error {
 	unlock := a.lockRow(row)
@@ -118,16 +107,15 @@ func (a *Array) readRow5(ctx context.Context, row, in int64, q []byte) error {
 	})
 }
 
-// writeRow5 writes q at in-row offset in and keeps parity consistent.
-// Full rows are written without reading; partial rows use
-// read-modify-write or reconstruct-write, whichever reads fewer bytes;
-// a degraded row always reconstructs from the surviving slots.
-func (a *Array) writeRow5(ctx context.Context, row, in int64, q []byte) error {
-	unlock := a.lockRow(row)
-	defer unlock()
+// planRow5 returns the member writes that put q at in-row offset in and
+// keep parity consistent (the caller holds the row lock). Full rows are
+// written without reading; partial rows use read-modify-write or
+// reconstruct-write, whichever reads fewer bytes; a degraded row always
+// reconstructs from the surviving slots.
+func (a *Array) planRow5(ctx context.Context, row, in int64, q []byte) ([]colWrite, error) {
 	usable, nbad := a.rowState(row)
 	if nbad > 1 {
-		return ErrArrayFailed
+		return nil, ErrArrayFailed
 	}
 	nd := a.n - 1
 	ps := a.paritySlot(row)
@@ -171,7 +159,7 @@ func (a *Array) writeRow5(ctx context.Context, row, in int64, q []byte) error {
 		// Read-modify-write: P' = P ^ old ^ new over each touched range.
 		bufs := make([][]byte, a.n)
 		if err := a.readCols(ctx, row, lo, hi, []int{ps}, bufs); err != nil {
-			return err
+			return nil, err
 		}
 		copy(parity, bufs[ps])
 		old := make([][]byte, nd)
@@ -190,7 +178,7 @@ func (a *Array) writeRow5(ctx context.Context, row, in int64, q []byte) error {
 			}
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 		for _, d := range touched {
 			o := ovs[d]
@@ -229,7 +217,7 @@ func (a *Array) writeRow5(ctx context.Context, row, in int64, q []byte) error {
 			}
 		}
 		if err := a.readCols(ctx, row, lo, hi, need, bufs); err != nil {
-			return err
+			return nil, err
 		}
 		if missing >= 0 && missing != ps {
 			md := (missing - ps - 1 + a.n) % a.n
@@ -258,77 +246,5 @@ func (a *Array) writeRow5(ctx context.Context, row, in int64, q []byte) error {
 	if usable[ps] {
 		ws = append(ws, colWrite{ps, lo, parity})
 	}
-	return a.writeCols(ctx, row, ws)
-}
-
-// syncRow recomputes the parity of one row from its data (resync of a
-// write-intent region, or Check with repair). It reports whether parity
-// differed. The row lock must be held by the caller.
-func (a *Array) syncRow(ctx context.Context, row int64, repair bool) (bool, error) {
-	bufs := make([][]byte, a.n)
-	all := make([]int, a.n)
-	for s := range a.n {
-		all[s] = s
-	}
-	if err := a.readCols(ctx, row, 0, a.chunk, all, bufs); err != nil {
-		return false, err
-	}
-	ps := a.paritySlot(row)
-	p := make([]byte, a.chunk)
-	for s := range a.n {
-		if s != ps {
-			xorInto(p, bufs[s])
-		}
-	}
-	if string(p) == string(bufs[ps]) {
-		return false, nil
-	}
-	if repair {
-		if err := writeFull(ctx, a.devs[ps], p, a.moff(row, 0)); err != nil {
-			return true, &memberErr{ps, err}
-		}
-	}
-	return true, nil
-}
-
-// Mismatch is a row whose parity disagreed with its data.
-type Mismatch struct {
-	Row    int64 // stripe number
-	Offset int64 // array byte offset of the row
-}
-
-// Check scrubs every row of a RAID-5 (all members must be present) and
-// reports the rows whose parity does not match the data. With repair,
-// parity is rewritten from the data (the data chunks are trusted: without
-// per-block checksums RAID-5 cannot tell which chunk is wrong).
-func (a *Array) Check(ctx context.Context, repair bool) ([]Mismatch, error) {
-	if a.level != 5 {
-		return nil, fmt.Errorf("raid: check needs parity (level %d)", a.level)
-	}
-	rows := a.memberSize / a.chunk
-	var out []Mismatch
-	for row := range rows {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		_, nbad := a.rowState(row)
-		if nbad > 0 {
-			return out, fmt.Errorf("raid: check needs every member in sync (%d missing)", nbad)
-		}
-		var bad bool
-		err := a.retry(ctx, func() error {
-			unlock := a.lockRow(row)
-			defer unlock()
-			var err error
-			bad, err = a.syncRow(ctx, row, repair)
-			return err
-		})
-		if err != nil {
-			return out, err
-		}
-		if bad {
-			out = append(out, Mismatch{Row: row, Offset: row * a.rowData()})
-		}
-	}
-	return out, nil
+	return ws, nil
 }

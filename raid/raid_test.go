@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,17 @@ func mems(n int, size int64) ([]*memDevice, []blockdev.Device) {
 }
 
 const chunkT = 4096
+
+// jT is the tests' journal ring: small, so checkpoints (ring full) happen
+// often; memOff is where member data starts with it.
+const (
+	jT     = 16 * chunkT
+	memOff = DataOffset + jT
+)
+
+func testCreate(ctx context.Context, level int, ds []blockdev.Device) (*Array, error) {
+	return CreateWith(ctx, Options{Level: level, Chunk: chunkT, Journal: jT}, ds)
+}
 
 // randIO returns an aligned random range of the array: mostly small, some
 // spanning several rows.
@@ -115,8 +127,8 @@ func TestRandomOps(t *testing.T) {
 	for _, tc := range []struct{ level, n int }{{0, 1}, {0, 3}, {5, 3}, {5, 4}, {5, 5}} {
 		t.Run("raid"+strconv.Itoa(tc.level)+"x"+strconv.Itoa(tc.n), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, uint64(tc.level*10+tc.n)))
-			_, ds := mems(tc.n, DataOffset+32*chunkT+1000)
-			a, err := Create(ctx, tc.level, chunkT, ds)
+			_, ds := mems(tc.n, memOff+32*chunkT+1000)
+			a, err := testCreate(ctx, tc.level, ds)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,8 +149,8 @@ func TestRandomOps(t *testing.T) {
 // the same few stripes must leave parity consistent (per-stripe locking).
 func TestConcurrentStripeWrites(t *testing.T) {
 	ctx := context.Background()
-	ms, ds := mems(4, DataOffset+2*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
+	ms, ds := mems(4, memOff+2*chunkT)
+	a, err := testCreate(ctx, 5, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +194,8 @@ func TestDegraded(t *testing.T) {
 	ctx := context.Background()
 	seed := testSeed(t)
 	r := rand.New(rand.NewPCG(seed, 2))
-	ms, ds := mems(4, DataOffset+32*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
+	ms, ds := mems(4, memOff+32*chunkT)
+	a, err := testCreate(ctx, 5, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +243,8 @@ func TestDegraded(t *testing.T) {
 
 func TestRAID0MemberFailureStops(t *testing.T) {
 	ctx := context.Background()
-	ms, ds := mems(3, DataOffset+8*chunkT)
-	a, err := Create(ctx, 0, chunkT, ds)
+	ms, ds := mems(3, memOff+8*chunkT)
+	a, err := testCreate(ctx, 0, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +258,8 @@ func TestRAID0MemberFailureStops(t *testing.T) {
 // TestBadReads: short reads and garbage are errors / detected, not data.
 func TestShortReadFailsMember(t *testing.T) {
 	ctx := context.Background()
-	ms, ds := mems(3, DataOffset+8*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
+	ms, ds := mems(3, memOff+8*chunkT)
+	a, err := testCreate(ctx, 5, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +278,8 @@ func TestShortReadFailsMember(t *testing.T) {
 
 func TestCheckFindsGarbage(t *testing.T) {
 	ctx := context.Background()
-	ms, ds := mems(3, DataOffset+8*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
+	ms, ds := mems(3, memOff+8*chunkT)
+	a, err := testCreate(ctx, 5, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +288,7 @@ func TestCheckFindsGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms[1].mu.Lock()
-	ms[1].cur[DataOffset+3*chunkT+100] ^= 1 // silent corruption in row 3
+	ms[1].cur[memOff+3*chunkT+100] ^= 1 // silent corruption in row 3
 	ms[1].mu.Unlock()
 	mm, err := a.Check(ctx, true)
 	if err != nil || len(mm) != 1 || mm[0].Row != 3 {
@@ -300,8 +312,8 @@ func TestAssembleShuffledAndRefusals(t *testing.T) {
 	seed := testSeed(t)
 	r := rand.New(rand.NewPCG(seed, 3))
 	for _, level := range []int{0, 5} {
-		ms, ds := mems(4, DataOffset+16*chunkT)
-		a, err := Create(ctx, level, chunkT, ds)
+		ms, ds := mems(4, memOff+16*chunkT)
+		a, err := testCreate(ctx, level, ds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,8 +338,8 @@ func TestAssembleShuffledAndRefusals(t *testing.T) {
 		b.Close()
 
 		// Foreign member.
-		_, other := mems(4, DataOffset+16*chunkT)
-		if _, err := Create(ctx, level, chunkT, other); err != nil {
+		_, other := mems(4, memOff+16*chunkT)
+		if _, err := testCreate(ctx, level, other); err != nil {
 			t.Fatal(err)
 		}
 		mix := re()
@@ -350,19 +362,23 @@ func TestAssembleShuffledAndRefusals(t *testing.T) {
 		}
 		// Too-small member.
 		small := re()
-		sm := newMem(DataOffset + 8*chunkT)
+		sm := newMem(memOff + 8*chunkT)
 		copy(sm.cur, small[2].(*memDevice).cur[:SuperblockSize])
 		small[2] = sm
 		if _, err := Assemble(ctx, small); !errors.Is(err, ErrMismatch) {
 			t.Fatalf("small member: %v, want ErrMismatch", err)
 		}
 	}
-	// Mismatched sizes at create: the smallest wins, nothing is lost.
-	_, ds := mems(3, DataOffset+16*chunkT)
-	ds[1] = newMem(DataOffset + 9*chunkT + 512)
-	a, err := Create(ctx, 5, chunkT, ds)
+	// Mismatched sizes at create are refused (naming the member) unless
+	// the smallest is allowed to set the size.
+	_, ds := mems(3, memOff+16*chunkT)
+	ds[1] = newMem(memOff + 9*chunkT + 512)
+	if _, err := testCreate(ctx, 5, ds); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "member 1") {
+		t.Fatalf("mixed sizes: %v, want ErrMismatch naming member 1", err)
+	}
+	a, err := CreateWith(ctx, Options{Level: 5, Chunk: chunkT, Journal: jT, UseSmallest: true}, ds)
 	if err != nil || a.Size() != 2*9*chunkT {
-		t.Fatalf("mixed sizes: size %d err %v", a.Size(), err)
+		t.Fatalf("mixed sizes, smallest allowed: size %v err %v", a, err)
 	}
 }
 
@@ -377,8 +393,8 @@ func TestCrashRecovery(t *testing.T) {
 	for round := range 20 {
 		r := rand.New(rand.NewPCG(seed, uint64(100+round)))
 		level := []int{0, 5}[round%2]
-		ms, ds := mems(4, DataOffset+16*chunkT)
-		a, err := Create(ctx, level, chunkT, ds)
+		ms, ds := mems(4, memOff+16*chunkT)
+		a, err := testCreate(ctx, level, ds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,29 +464,6 @@ func TestCrashRecovery(t *testing.T) {
 	}
 }
 
-// TestDirtyDegradedRefused: a crash while writing, then a lost member:
-// assembly refuses rather than reconstruct from possibly stale parity.
-func TestDirtyDegradedRefused(t *testing.T) {
-	ctx := context.Background()
-	ms, ds := mems(3, DataOffset+8*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.WriteAt(ctx, make([]byte, 512), 0); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		m.crash(func() bool { return false })
-	}
-	if _, err := Assemble(ctx, []blockdev.Device{ms[0].reopen(), ms[2].reopen()}); !errors.Is(err, ErrDirtyDegraded) {
-		t.Fatalf("dirty degraded assemble: %v, want ErrDirtyDegraded", err)
-	}
-	if _, err := Assemble(ctx, []blockdev.Device{ms[0].reopen(), ms[1].reopen(), ms[2].reopen()}); err != nil {
-		t.Fatalf("dirty complete assemble: %v", err)
-	}
-}
-
 func TestXOR(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := range 100 {
@@ -506,11 +499,11 @@ func TestFailMidWrite(t *testing.T) {
 	seed := testSeed(t)
 	for round := range 10 {
 		r := rand.New(rand.NewPCG(seed, uint64(200+round)))
-		ms, ds := mems(4, DataOffset+32*chunkT)
+		ms, ds := mems(4, memOff+32*chunkT)
 		for _, m := range ms {
 			m.delay = time.Microsecond
 		}
-		a, err := Create(ctx, 5, chunkT, ds)
+		a, err := testCreate(ctx, 5, ds)
 		if err != nil {
 			t.Fatal(err)
 		}

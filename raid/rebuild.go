@@ -2,7 +2,9 @@ package raid
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tristore/tristore/blockdev"
 )
@@ -15,14 +17,23 @@ const checkpointRows = 64
 // Progress reports rebuild progress in member data bytes.
 type Progress func(done, total int64)
 
-// Replace puts newDev in failed (or missing) slot idx of a RAID-5 and
+// SetRebuildRate limits rebuilds (Replace, Resume) to about bytesPerSec
+// member bytes written per second; 0 removes the limit. The limit leaves
+// bandwidth to the I/O that keeps flowing during an online rebuild.
+func (a *Array) SetRebuildRate(bytesPerSec int64) {
+	a.mu.Lock()
+	a.rate = max(0, bytesPerSec)
+	a.mu.Unlock()
+}
+
+// Replace puts newDev in failed (or missing) slot idx of a RAID-1/5 and
 // rebuilds it online: reads and writes keep flowing, rows below the
 // rebuild position are served by the new member, rows above it are still
 // degraded. The position is checkpointed in the superblocks so that after
 // a restart Assemble + Resume continue from the checkpoint. Everything
 // newDev held is overwritten.
 func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, progress Progress) error {
-	if a.level != 5 {
+	if a.level == 0 {
 		return fmt.Errorf("raid: level %d has no redundancy to rebuild from", a.level)
 	}
 	a.mu.Lock()
@@ -40,6 +51,14 @@ func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, pr
 		a.mu.Unlock()
 		return fmt.Errorf("%w: replacement is %d bytes (block %d), need %d (block %d)", ErrMismatch, newDev.Size(), newDev.BlockSize(), a.dataOff+a.memberSize, a.bs)
 	}
+	a.mu.Unlock()
+	// Everything journaled so far goes in place first: the new member's
+	// ring may hold entries from an earlier life in this array, and the
+	// checkpoint puts every one of them below the replay threshold.
+	if err := a.jnl.checkpoint(ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
 	if old := a.devs[idx]; old != nil {
 		_ = old.Close()
 	}
@@ -54,7 +73,7 @@ func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, pr
 	return a.Resume(ctx, progress)
 }
 
-// Rebuilding reports the slot being rebuilt (-1 none) and the checkpoint.
+// Rebuilding reports the slot being rebuilt (-1 none) and the position.
 func (a *Array) Rebuilding() (slot int, pos int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -62,7 +81,9 @@ func (a *Array) Rebuilding() (slot int, pos int64) {
 }
 
 // Resume continues an interrupted rebuild (found by Assemble) from its
-// checkpoint; it does nothing if no rebuild is recorded.
+// checkpoint; it does nothing if no rebuild is recorded. After the last
+// row it verifies every row (parity or copies) before declaring the new
+// member in sync.
 func (a *Array) Resume(ctx context.Context, progress Progress) error {
 	a.mu.Lock()
 	idx, start := a.rebuild, a.rebPos
@@ -71,6 +92,7 @@ func (a *Array) Resume(ctx context.Context, progress Progress) error {
 		return nil
 	}
 	rows := a.memberSize / a.chunk
+	t0 := time.Now()
 	for row := start; row < rows; row++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -79,13 +101,87 @@ func (a *Array) Resume(ctx context.Context, progress Progress) error {
 			return fmt.Errorf("raid: rebuild of slot %d at row %d: %w", idx, row, err)
 		}
 		if (row+1)%checkpointRows == 0 || row+1 == rows {
-			if err := a.checkpoint(ctx, idx, row+1 == rows); err != nil {
+			if err := a.checkpoint(ctx, idx, false); err != nil {
 				return err
 			}
 		}
 		if progress != nil {
 			progress((row+1)*a.chunk, a.memberSize)
 		}
+		if err := a.throttle(ctx, t0, (row+1-start)*a.chunk); err != nil {
+			return err
+		}
+	}
+	if err := a.verifyRebuild(ctx, idx); err != nil {
+		return err
+	}
+	return a.checkpoint(ctx, idx, true)
+}
+
+// throttle sleeps until done bytes since t0 are within the rate limit.
+func (a *Array) throttle(ctx context.Context, t0 time.Time, done int64) error {
+	a.mu.Lock()
+	rate := a.rate
+	a.mu.Unlock()
+	if rate <= 0 {
+		return nil
+	}
+	due := t0.Add(time.Duration(float64(done) / float64(rate) * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// verifyRebuild reads every row back (from the members, after the
+// checkpoint flushed the new one) and checks parity or copies. A row that
+// disagrees is rebuilt once more and checked again; if it still disagrees
+// the new member is failed and ErrVerify returned.
+func (a *Array) verifyRebuild(ctx context.Context, idx int) error {
+	rows := a.memberSize / a.chunk
+	var bad []int64
+	for row := range rows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var diff bool
+		err := a.retry(ctx, func() error {
+			unlock := a.lockRow(row)
+			defer unlock()
+			var err error
+			if diff, err = a.syncRow(ctx, row, false); err != nil || !diff {
+				return err
+			}
+			if err = a.rebuildRowLocked(ctx, idx, row); err != nil {
+				return err
+			}
+			if err = a.devs[idx].Flush(ctx); err != nil {
+				return &memberErr{idx, err}
+			}
+			diff, err = a.syncRow(ctx, row, false)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("raid: verify after rebuild of slot %d at row %d: %w", idx, row, err)
+		}
+		if diff {
+			bad = append(bad, row)
+		}
+	}
+	if len(bad) > 0 {
+		err := fmt.Errorf("%w: slot %d: %d rows do not read back consistent (first: row %d)", ErrVerify, idx, len(bad), bad[0])
+		if ferr := a.fail(ctx, idx, err); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return err
 	}
 	return nil
 }
@@ -94,36 +190,51 @@ func (a *Array) Resume(ctx context.Context, progress Progress) error {
 func (a *Array) rebuildRow(ctx context.Context, idx int, row int64) error {
 	unlock := a.lockRow(row)
 	defer unlock()
+	if err := a.rebuildRowLocked(ctx, idx, row); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.rebPos = max(a.rebPos, row+1)
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *Array) rebuildRowLocked(ctx context.Context, idx int, row int64) error {
 	a.mu.Lock()
 	if a.rebuild != idx {
 		a.mu.Unlock()
 		return fmt.Errorf("raid: rebuild of slot %d abandoned (replacement failed)", idx)
 	}
 	a.mu.Unlock()
-	_, nbad := a.rowState(row) // the rebuild slot itself is unusable here
-	if nbad > 1 {
-		return ErrArrayFailed
-	}
+	usable, _ := a.rowState(row)
 	var others []int
 	for s := range a.n {
-		if s != idx {
+		if s != idx && usable[s] {
 			others = append(others, s)
 		}
+	}
+	if a.level == 1 {
+		if len(others) == 0 {
+			return ErrArrayFailed
+		}
+		others = others[:1]
+	} else if len(others) != a.n-1 {
+		return ErrArrayFailed
 	}
 	bufs := make([][]byte, a.n)
 	if err := a.readCols(ctx, row, 0, a.chunk, others, bufs); err != nil {
 		return err
 	}
-	col := make([]byte, a.chunk)
-	for _, s := range others {
-		xorInto(col, bufs[s])
+	col := bufs[others[0]]
+	if a.level == 5 {
+		col = make([]byte, a.chunk)
+		for _, s := range others {
+			xorInto(col, bufs[s])
+		}
 	}
 	if err := writeFull(ctx, a.devs[idx], col, a.moff(row, 0)); err != nil {
 		return &memberErr{idx, err}
 	}
-	a.mu.Lock()
-	a.rebPos = row + 1
-	a.mu.Unlock()
 	return nil
 }
 

@@ -17,8 +17,8 @@ func TestReplaceOnline(t *testing.T) {
 	ctx := context.Background()
 	seed := testSeed(t)
 	r := rand.New(rand.NewPCG(seed, 7))
-	ms, ds := mems(4, DataOffset+200*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
+	ms, ds := mems(4, memOff+200*chunkT)
+	a, err := testCreate(ctx, 5, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestReplaceOnline(t *testing.T) {
 	ms[victim].setFailed(true)
 	runOps(t, ctx, r, a, ref, 50)
 
-	fresh := newMem(DataOffset + 200*chunkT)
+	fresh := newMem(memOff + 200*chunkT)
 	var mu sync.Mutex // ref and r are shared with the I/O goroutine
 	var last int64
 	calls := 0
@@ -80,8 +80,8 @@ func TestRebuildResume(t *testing.T) {
 	ctx := context.Background()
 	seed := testSeed(t)
 	r := rand.New(rand.NewPCG(seed, 8))
-	ms, ds := mems(3, DataOffset+300*chunkT)
-	a, err := Create(ctx, 5, chunkT, ds)
+	ms, ds := mems(3, memOff+300*chunkT)
+	a, err := testCreate(ctx, 5, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestRebuildResume(t *testing.T) {
 	runOps(t, ctx, r, a, ref, 100)
 	ms[1].setFailed(true)
 	runOps(t, ctx, r, a, ref, 20)
-	fresh := newMem(DataOffset + 300*chunkT)
+	fresh := newMem(memOff + 300*chunkT)
 	cctx, cancel := context.WithCancel(ctx)
 	err = a.Replace(cctx, 1, fresh, func(d, total int64) {
 		if d >= 150*chunkT {
