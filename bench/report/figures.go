@@ -14,7 +14,9 @@ type Section struct {
 	Seed    string
 	Note    string
 	Figures []Figure
-	Runs    []*Run
+	// Tables are the seed's own figures as numbers (postmark, iozone).
+	Tables []Table
+	Runs   []*Run
 }
 
 // sections builds a section per suite found, with the figures shaped like
@@ -28,6 +30,18 @@ func sections(runs []*Run) ([]Section, error) {
 			sec.Seed = su.Seed
 		}
 		figs, note, err := suiteFigures(s, rs)
+		if err == nil {
+			switch s {
+			case "postmark":
+				var f []Figure
+				f, sec.Tables, err = postmarkFigures(rs)
+				figs = append(f, figs...)
+			case "iozone":
+				var f []Figure
+				f, sec.Tables, err = iozoneFigures(rs)
+				figs = append(f, figs...)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("report: %s plots: %w", s, err)
 		}
@@ -133,6 +147,8 @@ func suiteFigures(suite string, rs []*Run) ([]Figure, string, error) {
 		figs, err = mixedFigures(rs)
 	case "clients":
 		figs, err = clientsFigures(rs)
+	case "postmark", "iozone":
+		// Drawn by postmarkFigures and iozoneFigures (sections).
 	case "metadata":
 		err = add(phaseBars(rs, "metadata: file operations per second", "fops", func(r Row) float64 { return r.OpsPerSec }, func(Row) bool { return false }))
 	default:

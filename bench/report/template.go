@@ -61,7 +61,12 @@ Exports beside this page: <a href="summary.csv">summary.csv</a>, <a href="summar
 <div class="figs">
 {{range .Figures}}<figure>{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>
 {{end}}</div>
-{{range .Runs}}{{$r := .}}
+{{range .Tables}}<h3>{{.Title}}</h3>
+<table class="seed">
+<tr>{{range $i, $h := .Header}}<th{{if not $i}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if not $i}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>
+{{end}}{{range .Runs}}{{$r := .}}
 <h3>{{.Label}}{{if .Partial}} <span class="partial">PARTIAL</span>{{end}}</h3>
 <table class="rows">
 <tr><th class="l">phase</th><th class="l">form</th><th>unit</th><th>threads</th><th>ops</th><th>errors</th><th>MB/s</th><th>ops/s</th><th>p50</th><th>p99</th><th>first byte p50</th>{{if hasWire $r}}<th>payload</th><th>wire up</th><th>wire down</th><th>efficiency</th>{{end}}</tr>
