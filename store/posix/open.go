@@ -9,6 +9,8 @@
 //	DATA/<bucket>/<dir>/.tristore-dir    content of the "directory marker" object "<dir>/"
 //	DATA/<dir>/.tristore-tmp-<random>    a PUT in progress (same directory as its target,
 //	                                     so the final rename is atomic)
+//	DATA/<bucket>/.tristore-hidden/keys/<sha256 of key>  keys with no plain path (hidden.go)
+//	DATA/<bucket>/.tristore-hidden/versions/  reserved for old versions
 //	DATA/.tristore/tmp/                  scratch (probe files)
 //	DATA/.tristore/multipart/<uploadID>/ info.json and part-NNNNN files
 //	DATA/.tristore/meta/<bucket>/<key>.json  metadata sidecars (no-xattr fallback)
@@ -17,8 +19,9 @@
 //	DATA/.tristore/iam/                  owned by the iam package, never touched here
 //
 // A key ending in '/' (a "directory marker", as S3 consoles make for
-// folders) is the file <dir>/.tristore-dir, so "a/" and "a/b" coexist; "a"
-// and "a/b" cannot (a path is a file or a directory): ErrKeyConflict.
+// folders) is the file <dir>/.tristore-dir, so "a/" and "a/b" coexist. Keys
+// that cannot be a plain path (empty, "." or ".." segments, "a" while "a/b"
+// exists and vice versa, ...) live in the hidden area (hidden.go).
 // Directories without any object in them (made over NFS) are not prefixes
 // of any key and are not listed.
 // Metadata (ETag, content type, user metadata, multipart part list) lives in
