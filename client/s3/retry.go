@@ -51,6 +51,13 @@ func (e *Engine) do(ctx context.Context, st *stats, fn func(context.Context) err
 	}
 }
 
+// Do runs fn (one request made through API()) with the engine's retry
+// policy and RequestTimeout, for the requests callers make themselves:
+// listings, deletes, bucket chores.
+func (e *Engine) Do(ctx context.Context, fn func(context.Context) error) error {
+	return e.do(ctx, newStats(), fn)
+}
+
 // Retryable says whether a failed request may succeed if repeated: 5xx,
 // 429 and throttling, timeouts, connection resets and bytes that arrived
 // damaged. Any other 4xx is the caller's mistake and is never repeated;

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -171,6 +173,19 @@ func newS3Session(cmd *cobra.Command, withBar string) (*s3Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// call makes one request with the engine's retries and request timeout
+// (listings, deletes, bucket chores), so a 503 or a stall there is handled
+// as in a transfer.
+func call[I, O any](ctx context.Context, s *s3Session, op func(context.Context, I, ...func(*awss3.Options)) (O, error), in I) (O, error) {
+	var out O
+	err := s.eng.Do(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = op(ctx, in)
+		return err
+	})
+	return out, err
 }
 
 // done ends the bars before the summary is printed.

@@ -45,7 +45,7 @@ func s3LsCommand() *cobra.Command {
 			out := cmd.OutOrStdout()
 			js := cfg.GetBool("json")
 			if len(args) == 0 || args[0] == "s3://" {
-				res, err := s.eng.API().ListBuckets(ctx, &awss3.ListBucketsInput{})
+				res, err := call(ctx, s, s.eng.API().ListBuckets, &awss3.ListBucketsInput{})
 				if err != nil {
 					return failedErr(fmt.Errorf("list buckets: %w", err))
 				}
@@ -96,7 +96,7 @@ func s3List(ctx context.Context, cmd *cobra.Command, s *s3Session, u s3URL, recu
 	out := cmd.OutOrStdout()
 	res := lsResult{Prefixes: []string{}, Objects: []lsEntry{}}
 	for range maxListPages {
-		page, err := s.eng.API().ListObjectsV2(ctx, in)
+		page, err := call(ctx, s, s.eng.API().ListObjectsV2, in)
 		if err != nil {
 			return failedErr(fmt.Errorf("list %s: %w", u, err))
 		}
@@ -171,7 +171,7 @@ func s3RmCommand() *cobra.Command {
 			for _, o := range objs {
 				keys = append(keys, o.key)
 			}
-		} else if _, err := s.eng.API().HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key}); err != nil {
+		} else if _, err := call(ctx, s, s.eng.API().HeadObject, &awss3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key}); err != nil {
 			// DeleteObject succeeds on a missing key; a script deleting
 			// the wrong name should hear about it.
 			return failedErr(fmt.Errorf("rm %s: %w", u, err))
@@ -217,7 +217,7 @@ func s3MbCommand() *cobra.Command {
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
-			if _, err := s.eng.API().CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &u.Bucket}); err != nil {
+			if _, err := call(ctx, s, s.eng.API().CreateBucket, &awss3.CreateBucketInput{Bucket: &u.Bucket}); err != nil {
 				return failedErr(fmt.Errorf("mb s3://%s: %w", u.Bucket, err))
 			}
 			if !cfg.GetBool("quiet") {
@@ -266,7 +266,7 @@ func s3RbCommand() *cobra.Command {
 				return failedErr(fmt.Errorf("rb s3://%s: %w", u.Bucket, err))
 			}
 		}
-		if _, err := s.eng.API().DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: &u.Bucket}); err != nil {
+		if _, err := call(ctx, s, s.eng.API().DeleteBucket, &awss3.DeleteBucketInput{Bucket: &u.Bucket}); err != nil {
 			return failedErr(fmt.Errorf("rb s3://%s: %w", u.Bucket, err))
 		}
 		if !cfg.GetBool("quiet") {
@@ -282,7 +282,7 @@ func markers(ctx context.Context, s *s3Session, bucket string) []string {
 	var out []string
 	in := &awss3.ListObjectsV2Input{Bucket: &bucket}
 	for range maxListPages {
-		page, err := s.eng.API().ListObjectsV2(ctx, in)
+		page, err := call(ctx, s, s.eng.API().ListObjectsV2, in)
 		if err != nil {
 			return out
 		}
@@ -302,7 +302,7 @@ func markers(ctx context.Context, s *s3Session, bucket string) []string {
 // abortUploads aborts every multipart upload of a bucket.
 func abortUploads(ctx context.Context, s *s3Session, bucket string) error {
 	for range maxListPages {
-		out, err := s.eng.API().ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: &bucket})
+		out, err := call(ctx, s, s.eng.API().ListMultipartUploads, &awss3.ListMultipartUploadsInput{Bucket: &bucket})
 		if err != nil {
 			return err
 		}
@@ -310,7 +310,7 @@ func abortUploads(ctx context.Context, s *s3Session, bucket string) error {
 			return nil
 		}
 		for _, up := range out.Uploads {
-			if _, err := s.eng.API().AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &bucket, Key: up.Key, UploadId: up.UploadId}); err != nil {
+			if _, err := call(ctx, s, s.eng.API().AbortMultipartUpload, &awss3.AbortMultipartUploadInput{Bucket: &bucket, Key: up.Key, UploadId: up.UploadId}); err != nil {
 				return fmt.Errorf("abort upload %s of %s: %w", aws.ToString(up.UploadId), aws.ToString(up.Key), err)
 			}
 		}

@@ -327,7 +327,7 @@ func listObjects(ctx context.Context, s *s3Session, bucket, prefix string, rules
 	var out []s3Object
 	var token *string
 	for range maxListPages {
-		page, err := s.eng.API().ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, ContinuationToken: token})
+		page, err := call(ctx, s, s.eng.API().ListObjectsV2, &awss3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, ContinuationToken: token})
 		if err != nil {
 			return nil, failedErr(fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err))
 		}

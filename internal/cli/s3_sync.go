@@ -266,7 +266,7 @@ func deleteKeys(ctx context.Context, s *s3Session, bucket string, keys []string)
 		for j := range batch {
 			ids[j] = types.ObjectIdentifier{Key: &batch[j]}
 		}
-		out, err := s.eng.API().DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &bucket, Delete: &types.Delete{Objects: ids, Quiet: boolPtr(true)}})
+		out, err := call(ctx, s, s.eng.API().DeleteObjects, &awss3.DeleteObjectsInput{Bucket: &bucket, Delete: &types.Delete{Objects: ids, Quiet: boolPtr(true)}})
 		if err != nil {
 			for _, k := range batch {
 				errs = append(errs, fmt.Sprintf("s3://%s/%s: %v", bucket, k, err))

@@ -90,14 +90,12 @@ func Start(t testing.TB, backend string) *Proxy {
 		case Internal:
 			s3Error(w, 500, "InternalError", "We encountered an internal error. Please try again.")
 		case Reset:
-			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				conn.(*net.TCPConn).SetLinger(0)
-				conn.Close()
-			}
+			reset(w)
 		case Stall:
 			select {
 			case <-r.Context().Done():
 			case <-time.After(StallLimit):
+				reset(w) // never an empty answer that looks like success
 			}
 		}
 	}))
@@ -105,6 +103,14 @@ func Start(t testing.TB, backend string) *Proxy {
 	p.URL = srv.URL
 	p.Host = srv.Listener.Addr().String()
 	return p
+}
+
+// reset closes the request's connection with a TCP RST.
+func reset(w http.ResponseWriter) {
+	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		conn.(*net.TCPConn).SetLinger(0)
+		conn.Close()
+	}
 }
 
 func s3Error(w http.ResponseWriter, status int, code, msg string) {
