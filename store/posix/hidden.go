@@ -118,45 +118,49 @@ func (h *hiddenIndex) forget(bucket string) {
 	h.mu.Unlock()
 }
 
-// hiddenChange runs op (a rename into or an unlink from the hidden area of
-// bucket) and records its effect on key in the index: present after op
-// succeeded if add, absent if not. The index stays trusted only if nobody
-// else changed the directory since it was last read.
-func (b *Backend) hiddenChange(bucket, key string, add bool, op func() error) error {
-	s := b.hidden.set(bucket)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dir := b.hiddenKeys(bucket)
-	if s.loaded {
-		if st, err := statStamp(dir); err != nil || st != s.stamp {
-			s.loaded = false
+// hiddenAround returns a wrapper for the one system call (a rename into
+// or an unlink from the hidden area of bucket) that changes key's entry,
+// and records its effect in the index: present after it if add, absent if
+// not. Only that call runs under the bucket's lock (fsyncs stay outside).
+// The index stays trusted only if nobody else changed the directory since
+// it was last read.
+func (b *Backend) hiddenAround(bucket, key string, add bool) func(do func() error) error {
+	return func(do func() error) error {
+		s := b.hidden.set(bucket)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		dir := b.hiddenKeys(bucket)
+		if s.loaded {
+			if st, err := statStamp(dir); err != nil || st != s.stamp {
+				s.loaded = false
+			}
 		}
-	}
-	if err := op(); err != nil {
-		return err
-	}
-	if !s.loaded {
+		if err := do(); err != nil {
+			return err
+		}
+		if !s.loaded {
+			return nil
+		}
+		// Copy on write: a listing may still be merging the old slice.
+		i := sort.SearchStrings(s.keys, key)
+		has := i < len(s.keys) && s.keys[i] == key
+		switch {
+		case add && !has:
+			nk := make([]string, 0, len(s.keys)+1)
+			nk = append(append(append(nk, s.keys[:i]...), key), s.keys[i:]...)
+			s.keys = nk
+		case !add && has:
+			nk := make([]string, 0, len(s.keys)-1)
+			s.keys = append(append(nk, s.keys[:i]...), s.keys[i+1:]...)
+		}
+		st, err := statStamp(dir)
+		if err != nil {
+			s.loaded = false
+			return nil
+		}
+		s.stamp = st
 		return nil
 	}
-	// Copy on write: a listing may still be merging the old slice.
-	i := sort.SearchStrings(s.keys, key)
-	has := i < len(s.keys) && s.keys[i] == key
-	switch {
-	case add && !has:
-		nk := make([]string, 0, len(s.keys)+1)
-		nk = append(append(append(nk, s.keys[:i]...), key), s.keys[i:]...)
-		s.keys = nk
-	case !add && has:
-		nk := make([]string, 0, len(s.keys)-1)
-		s.keys = append(append(nk, s.keys[:i]...), s.keys[i+1:]...)
-	}
-	st, err := statStamp(dir)
-	if err != nil {
-		s.loaded = false
-		return nil
-	}
-	s.stamp = st
-	return nil
 }
 
 // hiddenList returns the sorted hidden keys of bucket (a copy-free view:

@@ -143,7 +143,7 @@ func readChunk(r io.Reader, p []byte) (int, error) {
 // directory (and any parents whose entries were created). Afterwards the
 // object survives a crash; before the rename no reader can see it.
 func (b *Backend) publish(f *os.File, target string, changed []string, rec *record) (unix.Stat_t, error) {
-	return b.publishMode(f, target, changed, rec, false, false)
+	return b.publishMode(f, target, changed, rec, false, false, nil)
 }
 
 // errConflictKept: publishMode found a directory at its target (a prefix
@@ -155,8 +155,9 @@ var errConflictKept = fmt.Errorf("%w: target became a prefix of other keys", sto
 // target (renameat2 RENAME_NOREPLACE, see exclusive.go) and returns
 // store.ErrPreconditionFailed, leaving the existing object untouched.
 // With keepOnConflict a directory at target returns errConflictKept and
-// leaves f open and in place.
-func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *record, noReplace, keepOnConflict bool) (unix.Stat_t, error) {
+// leaves f open and in place. around, if not nil, wraps the rename (the
+// hidden area's index is updated under its lock, hidden.go).
+func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *record, noReplace, keepOnConflict bool, around func(func() error) error) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	tmp := f.Name()
 	fail := func(err error) (unix.Stat_t, error) {
@@ -211,10 +212,16 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 			return fail(err)
 		}
 	}
-	if noReplace {
-		err = renameNoReplace(tmp, target)
+	rename := func() error {
+		if noReplace {
+			return renameNoReplace(tmp, target)
+		}
+		return os.Rename(tmp, target)
+	}
+	if around != nil {
+		err = around(rename)
 	} else {
-		err = os.Rename(tmp, target)
+		err = rename()
 	}
 	if unlock != nil {
 		unlock()
@@ -324,7 +331,7 @@ func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []stri
 		}
 	}
 	if !hidden {
-		st, err := b.publishMode(f, loc.plain, changed, rec, noReplace, true)
+		st, err := b.publishMode(f, loc.plain, changed, rec, noReplace, true, nil)
 		if err == nil {
 			// A hidden copy (from when the path was taken) is now shadowed.
 			return st, b.dropHidden(loc)
@@ -341,13 +348,7 @@ func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []stri
 		changed = append(changed, c...)
 	}
 	rec.Key = loc.key
-	var st unix.Stat_t
-	err := b.hiddenChange(loc.bucket, loc.key, true, func() error {
-		var err error
-		st, err = b.publishMode(f, loc.hidden, changed, rec, noReplace, false)
-		return err
-	})
-	return st, err
+	return b.publishMode(f, loc.hidden, changed, rec, noReplace, false, b.hiddenAround(loc.bucket, loc.key, true))
 }
 
 // dropHidden removes the hidden copy of a key that now has a plain file.
@@ -503,7 +504,7 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 	}
 	plainErr := error(nil)
 	if loc.plain != "" {
-		plainErr = b.unlinkObject(bucket, key, loc.plain, true)
+		plainErr = b.unlinkObject(bucket, key, loc.plain, true, nil)
 		if plainErr != nil && !errors.Is(plainErr, store.ErrNoSuchKey) {
 			return plainErr
 		}
@@ -517,14 +518,13 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 
 // unlinkHidden removes key's file in the hidden area.
 func (b *Backend) unlinkHidden(loc keyLoc) error {
-	return b.hiddenChange(loc.bucket, loc.key, false, func() error {
-		return b.unlinkObject(loc.bucket, loc.key, loc.hidden, false)
-	})
+	return b.unlinkObject(loc.bucket, loc.key, loc.hidden, false, b.hiddenAround(loc.bucket, loc.key, false))
 }
 
 // unlinkObject removes the object file p, its sidecar and (cleanParents)
-// the empty parent directories it leaves.
-func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool) error {
+// the empty parent directories it leaves. around, if not nil, wraps the
+// unlink (as for publishMode).
+func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool, around func(func() error) error) error {
 	// Unlink relative to the parent opened without following symlinks, so
 	// a symlinked directory can never redirect the delete out of the tree.
 	dir, name := filepath.Split(p)
@@ -550,7 +550,13 @@ func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool) error {
 		l.Lock()
 		defer l.Unlock()
 	}
-	if err := unix.Unlinkat(int(d.Fd()), name, 0); err != nil {
+	unlink := func() error { return unix.Unlinkat(int(d.Fd()), name, 0) }
+	if around != nil {
+		err = around(unlink)
+	} else {
+		err = unlink()
+	}
+	if err != nil {
 		return b.missing(err, bucket, key)
 	}
 	b.removeSidecar(p)
