@@ -89,7 +89,7 @@ func examine(ctx context.Context, members []blockdev.Device) (*plan, error) {
 		case sb.Level != ref.Level || sb.Chunk != ref.Chunk || sb.Members != ref.Members || sb.MemberSize != ref.MemberSize ||
 			sb.DataOffset != ref.DataOffset || sb.JournalOff != ref.JournalOff || sb.JournalLen != ref.JournalLen:
 			return nil, fmt.Errorf("%w: member %d geometry differs from the array's", ErrMismatch, i)
-		case sb.Events < ref.Events:
+		case sb.Events < ref.Events && !missedLastUpdate(sb, ref):
 			return nil, fmt.Errorf("%w: member %d (slot %d) has event counter %d, array is at %d; it missed changes and must be replaced, not re-added", ErrStale, i, sb.Index, sb.Events, ref.Events)
 		case m.Size() < sb.DataOffset+sb.MemberSize:
 			return nil, fmt.Errorf("%w: member %d is %d bytes, array needs %d", ErrMismatch, i, m.Size(), sb.DataOffset+sb.MemberSize)
@@ -103,6 +103,15 @@ func examine(ctx context.Context, members []blockdev.Device) (*plan, error) {
 		p.devs[sb.Index] = m
 	}
 	return p, nil
+}
+
+// missedLastUpdate reports whether sb is behind ref only because a crash
+// interrupted the superblock update that produced ref: ref was written
+// while the array was open (dirty), is one event ahead, and still counts
+// sb's slot as in sync, so the array went on writing to that member and its
+// data is current. Anything further behind is stale.
+func missedLastUpdate(sb, ref *superblock) bool {
+	return ref.Dirty && ref.Events-sb.Events == 1 && ref.FailedMask&(1<<sb.Index) == 0 && sb.Index != ref.RebuildIdx
 }
 
 // Examine reads the members' superblocks and reports the array they form

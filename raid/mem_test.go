@@ -27,7 +27,41 @@ type memDevice struct {
 	// failAfter > 0: the device fails for good after that many more writes
 	// (a member vanishing mid-request).
 	failAfter int
+	// pw, if set, is the power shared by a set of members: once it is cut,
+	// every I/O fails and nothing more reaches the device.
+	pw *power
 }
+
+var errPowerCut = errors.New("power cut")
+
+// power counts member writes and flushes down to a cut.
+type power struct {
+	mu   sync.Mutex
+	left int
+	off  bool
+}
+
+// io reports whether the device still has power for one more I/O (count
+// true for writes and flushes).
+func (p *power) io(count bool) bool {
+	if p == nil {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.off {
+		return false
+	}
+	if count {
+		if p.left--; p.left <= 0 {
+			p.off = true
+			return false
+		}
+	}
+	return true
+}
+
+func (p *power) cut() { p.mu.Lock(); p.off = true; p.mu.Unlock() }
 
 type pendingWrite struct {
 	off int64
@@ -41,6 +75,9 @@ func newMem(size int64) *memDevice {
 func (m *memDevice) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if m.delay > 0 {
 		time.Sleep(m.delay)
+	}
+	if !m.pw.io(false) {
+		return 0, errPowerCut
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -66,6 +103,9 @@ func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, erro
 	if m.delay > 0 {
 		time.Sleep(m.delay)
 	}
+	if !m.pw.io(true) {
+		return 0, errPowerCut
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.failed {
@@ -86,6 +126,9 @@ func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, erro
 }
 
 func (m *memDevice) Flush(ctx context.Context) error {
+	if !m.pw.io(true) {
+		return errPowerCut
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.failed {

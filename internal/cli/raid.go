@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,19 +17,21 @@ import (
 
 func init() { addCommand(newRaidCmd) }
 
-// newRaidCmd is `tristore raid create|assemble|status|check|replace` over
-// member paths: local files or iscsi:// LUN URLs (see docs/raid.md).
+// newRaidCmd is `tristore raid create|assemble|status|fail|replace|check|stop`
+// over member paths: local files or iscsi:// LUN URLs (see docs/raid.md).
 func newRaidCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "raid",
-		Short: "Build, inspect and scrub RAID-0/RAID-5 arrays over files and iSCSI LUNs",
+		Short: "Build, inspect, repair and scrub RAID-0/1/5 arrays over files and iSCSI LUNs",
 		Long: `raid manages arrays whose members are local files or iSCSI LUNs
 (iscsi://[user[:secret]@]host[:port]/IQN/LUN). Every member carries a 4 KiB
-superblock, so "assemble" finds the order itself and refuses members of
-another array or of an older generation. See docs/raid.md.
+superblock, so the order of the members on the command line does not matter,
+and members of another array or of an older generation are refused. RAID-1/5
+writes go through a journal on every member, replayed when an array that was
+not shut down cleanly is assembled. See docs/raid.md.
 
-assemble, status, check and replace open the array (which resyncs the parity
-of regions left dirty by a crash) and close it cleanly afterwards.`,
+status only reads the superblocks. Every other command assembles the array
+(replaying the journal if needed), does its work and closes it cleanly.`,
 	}
 	iscsiFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().Bool("json", false, "print the array state as JSON")
@@ -49,11 +51,16 @@ of regions left dirty by a crash) and close it cleanly afterwards.`,
 			if err != nil {
 				return fmt.Errorf("raid create: --chunk: %w", err)
 			}
+			jsize, err := optSize(cfg.GetString("journal"))
+			if err != nil {
+				return fmt.Errorf("raid create: --journal: %w", err)
+			}
 			devs, err := openMembers(ctx, args, size)
 			if err != nil {
 				return err
 			}
-			a, err := raid.Create(ctx, cfg.GetInt("level"), int(chunk), devs)
+			a, err := raid.CreateWith(ctx, raid.Options{Level: cfg.GetInt("level"), Chunk: int(chunk), Journal: jsize,
+				UseSmallest: cfg.GetBool("use-smallest")}, devs)
 			if err != nil {
 				closeAll(devs)
 				return fmt.Errorf("raid create: %w", err)
@@ -61,22 +68,51 @@ of regions left dirty by a crash) and close it cleanly afterwards.`,
 			return finishRaid(cmd, a)
 		},
 	}
-	create.Flags().Int("level", 5, "RAID level: 0 (striped) or 5 (striped with rotated parity)")
+	create.Flags().Int("level", 5, "RAID level: 0 (striped), 1 (mirrored) or 5 (striped with rotated parity)")
 	create.Flags().String("chunk", "64Ki", "stripe unit (a multiple of the member block size)")
+	create.Flags().String("journal", "4Mi", "write journal per member (RAID-1/5)")
 	create.Flags().String("size", "", "create missing member files with this size (local files only)")
+	create.Flags().Bool("use-smallest", false, "let members of different sizes form an array the size of the smallest")
 
 	status := &cobra.Command{
-		Use:     "status MEMBER...",
-		Aliases: []string{"assemble"},
-		Short:   "Assemble the array from its members (any order) and print its state",
-		Args:    cobra.MinimumNArgs(1),
+		Use:   "status MEMBER...",
+		Short: "Print the array state from the members' superblocks (writes nothing)",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := assembleArgs(cmd, args)
+			devs, err := openMembers(cmd.Context(), args, 0)
 			if err != nil {
 				return err
 			}
-			if slot, _ := a.Rebuilding(); slot >= 0 && cfg.GetBool("resume") {
-				if err := a.Resume(cmd.Context(), nil); err != nil {
+			defer closeAll(devs)
+			in, err := raid.Examine(cmd.Context(), devs)
+			if err != nil {
+				return fmt.Errorf("raid status: %w", err)
+			}
+			if cfg.GetBool("json") {
+				return printJSON(cmd.OutOrStdout(), in)
+			}
+			printRaidInfo(cmd.OutOrStdout(), in)
+			return nil
+		},
+	}
+
+	assemble := &cobra.Command{
+		Use:   "assemble MEMBER...",
+		Short: "Assemble the array (replaying its journal after a crash), optionally finish a rebuild, and close it cleanly",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			a, err := assembleArgs(ctx, cmd, args)
+			if err != nil {
+				return err
+			}
+			if st := a.Status(); st.JournalReplayed+st.JournalDropped > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "journal: replayed %d records, dropped %d torn ones\n", st.JournalReplayed, st.JournalDropped)
+			}
+			if slot, pos := a.Rebuilding(); slot >= 0 && cfg.GetBool("resume") {
+				fmt.Fprintf(cmd.ErrOrStderr(), "resuming rebuild of slot %d at byte %d\n", slot, pos)
+				if err := a.Resume(ctx, rebuildProgress(cmd, slot)); err != nil {
 					a.Close()
 					return fmt.Errorf("raid: resume rebuild: %w", err)
 				}
@@ -84,80 +120,137 @@ of regions left dirty by a crash) and close it cleanly afterwards.`,
 			return finishRaid(cmd, a)
 		},
 	}
-	status.Flags().Bool("resume", false, "continue an interrupted rebuild")
+	assemble.Flags().Bool("resume", false, "continue an interrupted rebuild from its checkpoint")
+	assemble.Flags().String("rate", "", "rebuild rate limit in bytes/s (e.g. 50Mi)")
 
 	check := &cobra.Command{
 		Use:   "check MEMBER...",
-		Short: "Scrub parity: read every stripe and report rows whose parity mismatches",
+		Short: "Scrub: read every stripe and report rows whose parity (or mirror copies) mismatch",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := assembleArgs(cmd, args)
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			a, err := assembleArgs(ctx, cmd, args)
 			if err != nil {
 				return err
 			}
-			mm, err := a.Check(cmd.Context(), cfg.GetBool("repair"))
+			mm, err := a.Check(ctx, cfg.GetBool("repair"))
 			if err != nil {
 				a.Close()
 				return fmt.Errorf("raid check: %w", err)
 			}
 			w := cmd.OutOrStdout()
+			verb := "mismatch"
+			if cfg.GetBool("repair") {
+				verb = "repaired"
+			}
 			for _, m := range mm {
-				fmt.Fprintf(w, "mismatch: stripe %d (array offset %d)\n", m.Row, m.Offset)
+				fmt.Fprintf(w, "%s: stripe %d (array offset %d)\n", verb, m.Row, m.Offset)
 			}
 			fmt.Fprintf(w, "%d mismatched stripes\n", len(mm))
 			if err := a.Close(); err != nil {
 				return err
 			}
 			if len(mm) > 0 && !cfg.GetBool("repair") {
-				return &exitError{code: 1, err: fmt.Errorf("raid check: %d parity mismatches", len(mm))}
+				return &exitError{code: 1, err: fmt.Errorf("raid check: %d mismatches", len(mm))}
 			}
 			return nil
 		},
 	}
-	check.Flags().Bool("repair", false, "rewrite mismatched parity from the data")
+	check.Flags().Bool("repair", false, "rewrite mismatched parity (or copies) from the data")
+
+	fail := &cobra.Command{
+		Use:   "fail SLOT MEMBER...",
+		Short: "Mark slot SLOT failed (recorded on the other members; it must then be replaced)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			slot, err := parseSlot(args[0])
+			if err != nil {
+				return err
+			}
+			a, err := assembleArgs(cmd.Context(), cmd, args[1:])
+			if err != nil {
+				return err
+			}
+			if err := a.Fail(cmd.Context(), slot); err != nil {
+				a.Close()
+				return fmt.Errorf("raid fail: %w", err)
+			}
+			return finishRaid(cmd, a)
+		},
+	}
 
 	replace := &cobra.Command{
 		Use:   "replace SLOT NEWMEMBER MEMBER...",
-		Short: "Rebuild failed slot SLOT onto NEWMEMBER from the other members",
+		Short: "Rebuild failed slot SLOT onto NEWMEMBER from the other members, then verify it",
 		Args:  cobra.MinimumNArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var slot int
-			if _, err := fmt.Sscan(args[0], &slot); err != nil {
-				return fmt.Errorf("raid replace: slot %q: %w", args[0], err)
-			}
-			a, err := assembleArgs(cmd, args[2:])
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			slot, err := parseSlot(args[0])
 			if err != nil {
 				return err
 			}
 			size, err := optSize(cfg.GetString("size"))
 			if err != nil {
+				return fmt.Errorf("raid replace: --size: %w", err)
+			}
+			a, err := assembleArgs(ctx, cmd, args[2:])
+			if err != nil {
 				return err
 			}
-			nd, err := openMembers(cmd.Context(), args[1:2], size)
+			nd, err := openMembers(ctx, args[1:2], size)
 			if err != nil {
 				a.Close()
 				return err
 			}
-			w := cmd.ErrOrStderr()
-			last := -1
-			err = a.Replace(cmd.Context(), slot, nd[0], func(done, total int64) {
-				if pct := int(done * 100 / total); pct != last {
-					last = pct
-					fmt.Fprintf(w, "\rrebuild: %3d%%", pct)
-				}
-			})
-			fmt.Fprintln(w)
+			err = a.Replace(ctx, slot, nd[0], rebuildProgress(cmd, slot))
 			if err != nil {
 				a.Close()
 				return fmt.Errorf("raid replace: %w", err)
 			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "rebuild of slot %d verified\n", slot)
 			return finishRaid(cmd, a)
 		},
 	}
 	replace.Flags().String("size", "", "create the new member file with this size if missing")
+	replace.Flags().String("rate", "", "rebuild rate limit in bytes/s (e.g. 50Mi)")
 
-	cmd.AddCommand(create, status, check, replace)
+	stop := &cobra.Command{
+		Use:   "stop MEMBER...",
+		Short: "Assemble (replaying the journal if needed), flush, mark the array clean and close it",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := assembleArgs(cmd.Context(), cmd, args)
+			if err != nil {
+				return err
+			}
+			return finishRaid(cmd, a)
+		},
+	}
+
+	cmd.AddCommand(create, status, assemble, fail, replace, check, stop)
 	return cmd
+}
+
+func parseSlot(s string) (int, error) {
+	slot, err := strconv.Atoi(s)
+	if err != nil || slot < 0 {
+		return 0, fmt.Errorf("raid: slot %q: want a member slot number (0, 1, ...)", s)
+	}
+	return slot, nil
+}
+
+// rebuildProgress prints one line per percent on stderr.
+func rebuildProgress(cmd *cobra.Command, slot int) raid.Progress {
+	w := cmd.ErrOrStderr()
+	last := -1
+	return func(done, total int64) {
+		if pct := int(done * 100 / total); pct != last {
+			last = pct
+			fmt.Fprintf(w, "rebuild: slot %d %d%% (%d of %d bytes)\n", slot, pct, done, total)
+		}
+	}
 }
 
 // openMembers opens each member: an iscsi:// URL or a local file (created
@@ -222,28 +315,39 @@ func closeAll(devs []blockdev.Device) {
 	}
 }
 
-func assembleArgs(cmd *cobra.Command, args []string) (*raid.Array, error) {
-	devs, err := openMembers(cmd.Context(), args, 0)
+func assembleArgs(ctx context.Context, cmd *cobra.Command, args []string) (*raid.Array, error) {
+	devs, err := openMembers(ctx, args, 0)
 	if err != nil {
 		return nil, err
 	}
-	a, err := raid.Assemble(cmd.Context(), devs)
+	a, err := raid.Assemble(ctx, devs)
 	if err != nil {
 		closeAll(devs)
 		return nil, fmt.Errorf("raid assemble: %w", err)
 	}
+	if f := cmd.Flags().Lookup("rate"); f != nil && f.Value.String() != "" {
+		rate, err := optSize(f.Value.String())
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("raid: --rate: %w", err)
+		}
+		a.SetRebuildRate(rate)
+	}
 	return a, nil
 }
 
-// finishRaid prints the state and closes the array cleanly.
+// finishRaid closes the array cleanly and prints its state.
 func finishRaid(cmd *cobra.Command, a *raid.Array) error {
 	st := a.Status()
 	err := a.Close()
+	if err != nil {
+		return fmt.Errorf("raid: closing the array: %w", err)
+	}
 	if cfg.GetBool("json") {
-		return errors.Join(err, printJSON(cmd.OutOrStdout(), st))
+		return printJSON(cmd.OutOrStdout(), st)
 	}
 	printRaidStatus(cmd.OutOrStdout(), st)
-	return err
+	return nil
 }
 
 func printRaidStatus(w io.Writer, st raid.Status) {
@@ -258,4 +362,25 @@ func printRaidStatus(w io.Writer, st raid.Status) {
 	}
 	fmt.Fprintf(w, "level: %d\nmembers: %d\nchunk: %d\nsize: %d\nevents: %d\nstate: %s\n",
 		st.Level, st.Members, st.Chunk, st.Size, st.Events, state)
+}
+
+func printRaidInfo(w io.Writer, in raid.Info) {
+	state := "clean"
+	if in.Dirty {
+		state = "dirty (not shut down cleanly: assemble replays the journal)"
+	}
+	fmt.Fprintf(w, "level: %d\nmembers: %d\nchunk: %d\nsize: %d\nevents: %d\nstate: %s\n",
+		in.Level, in.Members, in.Chunk, in.Size, in.Events, state)
+	if len(in.Failed) > 0 {
+		fmt.Fprintf(w, "failed slots: %v\n", in.Failed)
+	}
+	if len(in.Missing) > 0 {
+		fmt.Fprintf(w, "missing slots: %v\n", in.Missing)
+	}
+	if in.Rebuilding >= 0 {
+		fmt.Fprintf(w, "rebuilding slot %d: checkpoint at %d bytes\n", in.Rebuilding, in.RebuildPos)
+	}
+	for _, m := range in.MemberList {
+		fmt.Fprintf(w, "member %d: slot %d events %d dirty %v\n", m.Position, m.Slot, m.Events, m.Dirty)
+	}
 }
