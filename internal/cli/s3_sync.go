@@ -198,11 +198,14 @@ func changed(f localFile, o s3Object, up, checksum bool, chunk int64) bool {
 		ok, err := etagMatches(f.path, f.size, o.etag, chunk)
 		return err != nil || !ok
 	}
-	lm := time.Unix(0, f.mtime)
+	// Listings give LastModified to the second (some servers, AWS
+	// included), so both sides are compared in whole seconds: a file
+	// written in the same second as its upload is not "newer".
+	lm, rm := time.Unix(0, f.mtime).Truncate(time.Second), o.mtime.Truncate(time.Second)
 	if up {
-		return lm.After(o.mtime)
+		return lm.After(rm)
 	}
-	return o.mtime.After(lm)
+	return rm.After(lm)
 }
 
 // etagMatches compares a local file with an S3 ETag: the file's MD5 for a
