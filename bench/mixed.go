@@ -22,13 +22,16 @@ import (
 // other's background. Bandwidth and latency of a workload alone and mixed
 // come from the records.
 //
-// A workload's step does Count requests (fewer for large sizes: at most
-// Bytes of payload; at least two per worker). Together, each side stops
-// taking new requests as soon as its co-runner has finished, so both run
-// over (nearly) the same window: at most one request per worker runs on
-// alone at the end. Downloads read a set of objects uploaded before the
-// steps (not measured), cycling through it; uploads write new names and are
-// removed after each step.
+// A workload's quota is Count requests (fewer for large sizes: at most
+// Bytes of payload; at least two per worker); alone, its step does its
+// quota. Together, a side that has done its quota keeps going, as the
+// seed's background daemon does, until its co-runner has done its own, so
+// both run over the same window and the slower one is measured under load
+// throughout (at most one request per worker starts after that; a side
+// stops for good at 1000 × its quota, an upload side also at 4 × Bytes of
+// payload). Downloads read a set of objects uploaded before the steps (not
+// measured), cycling through it; uploads write new names and are removed
+// after each step.
 //
 // Records: phase "W alone" (W = "put 4KiB", "get 4MiB", ...) and "W with
 // V" for W running together with V; op put or get; unit = W's size;
@@ -162,30 +165,35 @@ func (m *mixed) run(ctx context.Context, p int, ws []workload) error {
 			}
 		}
 	}
-	done := make([]atomic.Bool, len(ws))
+	done := make([]atomic.Bool, len(ws)) // quota done (or the step ended)
 	errs := make([]error, len(ws))
 	var wg sync.WaitGroup
 	for k, w := range ws {
 		phase := w.String() + " alone"
+		n := m.count(w, p) // the quota
+		limit := n
 		var until func() bool
 		if len(ws) == 2 {
 			phase = w.String() + " with " + ws[1-k].String()
-			until = func() bool { return done[1-k].Load() }
+			until = func() bool { return done[0].Load() && done[1].Load() }
+			limit = 1000 * n
+			if m.r.P.Bytes > 0 && w.op == "put" { // bounds the disk used
+				limit = min(limit, max(n, int(4*m.r.P.Bytes/w.size)))
+			}
 		}
 		data, dir := m.data[w.size], dirs[k]
 		bufs := make([][]byte, p)
-		n := m.count(w, p)
 		var finished atomic.Int64
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer done[k].Store(true) // also when the step failed
-			errs[k] = m.r.Step(ctx, Step{Phase: phase, Op: w.op, Unit: w.size, Threads: p, Count: n, Until: until},
+			errs[k] = m.r.Step(ctx, Step{Phase: phase, Op: w.op, Unit: w.size, Threads: p, Count: limit, Until: until},
 				func(ctx context.Context, wk, i int) (int64, time.Time, error) {
-					// Done as the last request returns, not when the step
-					// has wrapped up, so the co-runner stops at once.
+					// Done as the quota's last request returns, not when
+					// the step has wrapped up, so both stop at once.
 					defer func() {
-						if finished.Add(1) == int64(n) {
+						if finished.Add(1) >= int64(n) {
 							done[k].Store(true)
 						}
 					}()

@@ -12,7 +12,7 @@ import (
 
 // TestSuiteMixed: every workload alone and every pair of seed 001 §4.4
 // together at each parallelism; the two sides of a pair really overlap in
-// time, one of them did all its requests and the other stopped once it was
+// time, both did their quota, and neither ran on alone once the other was
 // done (no more than one request per worker after); the report redraws
 // bandwidth and latency per pair, alone vs mixed.
 func TestSuiteMixed(t *testing.T) {
@@ -62,14 +62,14 @@ func TestSuiteMixed(t *testing.T) {
 					if a.start >= b.end || b.start >= a.end {
 						t.Fatalf("pair %v x%d did not overlap: %+v %+v", pr, p, a, b)
 					}
-					// One finished its 8; the other did at least one request
-					// per worker and stopped with the first (at most one
-					// request per worker beyond 8 is impossible: 8 is the cap).
-					if max(a.n, b.n) != 8 || min(a.n, b.n) < p {
+					// Both did their quota of 8: the faster one went on
+					// while the slower one did its quota.
+					if min(a.n, b.n) < 8 {
 						t.Fatalf("pair %v x%d: %d and %d requests", pr, p, a.n, b.n)
 					}
 					// Once a side is done, its co-runner starts at most one
-					// more request per worker (one that raced the end).
+					// more request per worker (one that raced the end): the
+					// faster side does not run on alone.
 					for _, x := range [][2]string{{pr[0], pr[1]}, {pr[1], pr[0]}} {
 						self := fmt.Sprintf("%s with %s", x[0], x[1])
 						other := groups[fmt.Sprintf("%s with %s x%d", x[1], x[0], p)]
