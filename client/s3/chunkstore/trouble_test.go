@@ -1,0 +1,93 @@
+package chunkstore
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	s3client "github.com/tristore/tristore/client/s3"
+)
+
+// flaky is a transport that can play an endpoint that is down (connection
+// refused) or throttling (503 SlowDown for the next n requests).
+type flaky struct {
+	next     http.RoundTripper
+	down     atomic.Bool
+	throttle atomic.Int32
+	slowed   atomic.Int32
+}
+
+func (f *flaky) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.down.Load() {
+		return nil, &netOpError{}
+	}
+	if f.throttle.Add(-1) >= 0 {
+		f.slowed.Add(1)
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`
+		return &http.Response{StatusCode: 503, Status: "503 Slow Down", Header: http.Header{"Content-Type": {"application/xml"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+	}
+	f.throttle.Store(0)
+	return f.next.RoundTrip(r)
+}
+
+// netOpError is a refused connection as the net package reports it.
+type netOpError struct{}
+
+func (*netOpError) Error() string   { return "dial tcp 127.0.0.1:1: connect: connection refused" }
+func (*netOpError) Unwrap() error   { return syscall.ECONNREFUSED }
+func (*netOpError) Timeout() bool   { return false }
+func (*netOpError) Temporary() bool { return false }
+
+// TestEndpointTrouble: throttling is retried until it passes; an endpoint
+// that is down fails Sync clearly while the data stays dirty and readable
+// in the cache, and once it is back the same data goes up.
+func TestEndpointTrouble(t *testing.T) {
+	v := newEnv(t)
+	f := &flaky{next: http.DefaultTransport}
+	e, err := s3client.New(s3client.Config{Endpoint: v.e.Config().Endpoint, AccessKey: testAK, SecretKey: testSK, PathStyle: true,
+		Retries: 4, HTTPClient: &http.Client{Transport: f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := v.cfg(t.TempDir())
+	c.Engine = e
+	s := v.open(c)
+	ino := mkfile(t, s, "f")
+	want := randBytes(3, 3*cs)
+	write(t, s, ino, want, 0)
+	f.throttle.Store(3)
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatalf("sync while throttled: %v", err)
+	}
+	if f.slowed.Load() != 3 {
+		t.Fatalf("%d throttled answers seen, want 3", f.slowed.Load())
+	}
+	more := randBytes(4, cs)
+	write(t, s, ino, more, 3*cs)
+	want = append(want, more...)
+	f.down.Store(true)
+	if err := s.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("sync with the endpoint down: %v", err)
+	}
+	if got := readAll(t, s, ino); !bytes.Equal(got, want) {
+		t.Fatal("cache does not serve the unsent data")
+	}
+	if n := len(s.dirtyChunks(func(uint64, *dirtyChunk) bool { return true })); n != 1 {
+		t.Fatalf("%d dirty chunks after the failed sync, want 1", n)
+	}
+	f.down.Store(false)
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatalf("sync once the endpoint is back: %v", err)
+	}
+	s.Close(context.Background())
+	s2 := v.open(v.cfg(t.TempDir()))
+	if got := readAll(t, s2, lookup(t, s2, "f")); !bytes.Equal(got, want) {
+		t.Fatal("fresh gateway reads different bytes")
+	}
+}
