@@ -4,33 +4,42 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/bench"
 	"github.com/tristore/tristore/bench/drivertest"
+	"github.com/tristore/tristore/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
-// BenchmarkObjectsAgreesWithS3load validates the objects suite against the
+// TestObjectsAgreesWithS3load validates the objects suite against the
 // repository's S3 load generator (scripts/bench/s3load, issue 9's check for
 // objects): 64 KiB objects at parallelism 4 against one loopback tristore,
 // s3load for 2 s per phase, then `bench objects` with as many objects as
 // s3load PUT, five rounds taking turns; the median bench/s3load throughput
-// ratio of PUT and of GET must be within 10 %. A benchmark for the same
-// reason as BenchmarkUnitsAgreesWithFio:
+// ratio of PUT and of GET must be within 10 %.
 //
-//	go test -run '^$' -bench ObjectsAgreesWithS3load -benchtime 1x ./bench/
-func BenchmarkObjectsAgreesWithS3load(b *testing.B) {
+// The server keeps its data on tmpfs (/dev/shm when there is one): with
+// its data on this VM's disk every PUT waits for an fsync, and the disk's
+// stalls (other sessions' builds and tests write to it) made single
+// rounds' PUT ratios range from 0.57 to 2.5, a comparison of two moments
+// of the disk rather than of two tools. TRISTORE_LONG=1 (~1 min);
+// TestObjectsSameWorkAsS3load checks in the default run that both do the
+// same requests.
+func TestObjectsAgreesWithS3load(t *testing.T) {
+	if os.Getenv("TRISTORE_LONG") != "1" {
+		t.Skip("TRISTORE_LONG=1 runs the bench vs s3load agreement (~1 min)")
+	}
 	const size, par = 64 << 10, 4
-	s := drivertest.Serve(b)
+	s := serveOnTmpfs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	load := filepath.Join(b.TempDir(), "s3load")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", load, "github.com/tristore/tristore/scripts/bench/s3load").CombinedOutput(); err != nil {
-		b.Fatalf("building s3load: %v\n%s", err, out)
-	}
+	load := buildS3load(ctx, t)
 	var put, get []float64
 	var log []string
 	for i := range 5 {
@@ -38,9 +47,9 @@ func BenchmarkObjectsAgreesWithS3load(b *testing.B) {
 		runLoad := func() {
 			out, err := exec.CommandContext(ctx, load, "-endpoint", "http://"+s.S3Addr, "-access", drivertest.AccessKey,
 				"-secret", drivertest.SecretKey, "-bucket", fmt.Sprintf("s3load%d", i), "-sizes", "64KiB",
-				"-par", fmt.Sprint(par), "-duration", "2s", "-json").Output()
+				"-par", fmt.Sprint(par), "-duration", "2s", "-json", "-getbuf").Output()
 			if err != nil {
-				b.Fatalf("s3load: %v\n%s", err, out)
+				t.Fatalf("s3load: %v\n%s", err, out)
 			}
 			var res []struct {
 				Op        string  `json:"op"`
@@ -48,7 +57,7 @@ func BenchmarkObjectsAgreesWithS3load(b *testing.B) {
 				MiBPerSec float64 `json:"mib_per_s"`
 			}
 			if err := json.Unmarshal(out, &res); err != nil || len(res) != 2 {
-				b.Fatalf("s3load output %v: %s", err, out)
+				t.Fatalf("s3load output %v: %s", err, out)
 			}
 			for _, r := range res {
 				if r.Op == "PUT" {
@@ -60,14 +69,14 @@ func BenchmarkObjectsAgreesWithS3load(b *testing.B) {
 		}
 		var bput, bget float64
 		runBench := func(n int) {
-			out := filepath.Join(b.TempDir(), "res")
+			out := filepath.Join(t.TempDir(), "res")
 			if _, err := bench.Execute(ctx, bench.Config{Suite: "objects", Target: s.S3, Sizes: []int64{size}, Threads: []int{par},
 				Count: n, Out: out, Options: bench.Options{AccessKey: drivertest.AccessKey, SecretKey: drivertest.SecretKey}}); err != nil {
-				b.Fatal(err)
+				t.Fatal(err)
 			}
 			rows, err := bench.Summarize(out)
 			if err != nil {
-				b.Fatal(err)
+				t.Fatal(err)
 			}
 			for _, r := range rows {
 				switch r.Phase {
@@ -88,6 +97,83 @@ func BenchmarkObjectsAgreesWithS3load(b *testing.B) {
 		put, get = append(put, bput/lput), append(get, bget/lget)
 		log = append(log, fmt.Sprintf("PUT bench %.1f s3load %.1f, GET bench %.1f s3load %.1f MB/s", bput, lput, bget, lget))
 	}
-	agrees(b, "s3load", "put", put, log)
-	agrees(b, "s3load", "get", get, log)
+	t.Logf("rounds:\n%s", strings.Join(log, "\n"))
+	agrees(t, "s3load", "put", put, log)
+	agrees(t, "s3load", "get", get, log)
+}
+
+// serveOnTmpfs starts a loopback tristore whose data directory is on
+// /dev/shm when that is a tmpfs (else the test's temporary directory).
+func serveOnTmpfs(t *testing.T) *drivertest.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	base := ""
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) == nil && st.Type == unix.TMPFS_MAGIC {
+		base = "/dev/shm"
+	}
+	data, err := os.MkdirTemp(base, "tristore-s3load-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	s, err := drivertest.Start(ctx, testutil.TristoreBin(ctx, t), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func buildS3load(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	load := filepath.Join(t.TempDir(), "s3load")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", load, "github.com/tristore/tristore/scripts/bench/s3load").CombinedOutput(); err != nil {
+		t.Fatalf("building s3load: %v\n%s", err, out)
+	}
+	return load
+}
+
+// TestObjectsSameWorkAsS3load is the default run's part of the s3load
+// comparison: with s3load's -getbuf (each GET body read whole into a
+// buffer, as the workbench does), both tools do the same requests: as many
+// 64 KiB PUTs (bench objects is given s3load's count) and GETs of whole
+// objects, none failed.
+func TestObjectsSameWorkAsS3load(t *testing.T) {
+	const size, par = 64 << 10, 2
+	s := server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	load := buildS3load(ctx, t)
+	out, err := exec.CommandContext(ctx, load, "-endpoint", "http://"+s.S3Addr, "-access", drivertest.AccessKey,
+		"-secret", drivertest.SecretKey, "-bucket", "s3loadsame", "-sizes", "64KiB", "-par", fmt.Sprint(par),
+		"-duration", "300ms", "-json", "-getbuf").Output()
+	if err != nil {
+		t.Fatalf("s3load: %v\n%s", err, out)
+	}
+	var res []struct {
+		Op     string `json:"op"`
+		Ops    int    `json:"ops"`
+		Errors int    `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != 2 || res[0].Op != "PUT" || res[1].Op != "GET" || res[0].Ops == 0 || res[1].Ops == 0 {
+		t.Fatalf("s3load output %v: %s", err, out)
+	}
+	n := res[0].Ops
+	run, ops := execute(t, bench.Config{Suite: "objects", Target: s.S3, Sizes: []int64{size}, Threads: []int{par}, Count: n})
+	got := map[string]int{}
+	for _, o := range ops {
+		if o.Op != "delete" && o.Size != size {
+			t.Fatalf("record %+v", o)
+		}
+		got[o.Op]++
+	}
+	if got["put"] != n || got["get"] != n || run.Errors != 0 {
+		t.Fatalf("bench did %v (errors %d); s3load PUT %d objects", got, run.Errors, n)
+	}
 }

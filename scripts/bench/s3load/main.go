@@ -46,6 +46,7 @@ func main() {
 	label := flag.String("label", "server", "name of the server, first column of the output")
 	csvPath := flag.String("csv", "", "append result rows to this CSV file")
 	asJSON := flag.Bool("json", false, "print the results as one JSON array on stdout (the text lines go to stderr)")
+	flag.BoolVar(&getBuffer, "getbuf", false, "read each GET body into a buffer of the object's size, as `tristore bench objects` does (default: discard it through io.Copy, 8 KiB reads)")
 	flag.Parse()
 	if *asJSON {
 		text = os.Stderr
@@ -72,6 +73,15 @@ func main() {
 
 // text receives the human-readable lines (stderr with -json).
 var text io.Writer = os.Stdout
+
+// getBuffer (-getbuf) reads GET bodies into a per-worker buffer of the
+// object's size instead of io.Discard. io.Copy to io.Discard reads 8 KiB
+// at a time, so a 64 KiB body takes 8 reads and the worker parks between
+// socket chunks; the workbench reads the object whole into memory. That
+// difference in client work, not in timing, made bench's GETs 1.1-1.5x
+// s3load's on this 2-core VM; the agreement test uses -getbuf so both do
+// the same work.
+var getBuffer bool
 
 // jsonResult is one (operation, size, parallelism) measurement.
 type jsonResult struct {
@@ -175,13 +185,29 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 				return fmt.Errorf("no successful PUTs at size %s par %d: %v", ss, par, put.firstErr)
 			}
 			var next atomic.Int64
+			bufs := make([][]byte, par)
+			if getBuffer {
+				for w := range bufs {
+					bufs[w] = make([]byte, size+1) // one more: a longer body shows
+				}
+			}
 			get := phase(par, dur, func(w, i int) error {
 				k := keys[int(next.Add(1))%len(keys)]
 				out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &k})
 				if err != nil {
 					return err
 				}
-				n, err := io.Copy(io.Discard, out.Body)
+				var n int64
+				if getBuffer {
+					var m int
+					m, err = io.ReadFull(out.Body, bufs[w])
+					n = int64(m)
+					if err == io.ErrUnexpectedEOF {
+						err = nil
+					}
+				} else {
+					n, err = io.Copy(io.Discard, out.Body)
+				}
 				out.Body.Close()
 				if err == nil && n != int64(size) {
 					err = fmt.Errorf("GET %s: %d bytes, want %d", k, n, size)
