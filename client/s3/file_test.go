@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/internal/testutil/faultproxy"
 )
 
@@ -289,5 +291,29 @@ func TestBatch(t *testing.T) {
 		if !bytes.Equal(got, want[filepath.Join(dir, "up", fmt.Sprintf("f%02d", i))]) {
 			t.Fatalf("file %d differs", i)
 		}
+	}
+}
+
+// A download that fills the local disk fails naming the object and the
+// path, and leaves neither a half file nor the temporary one.
+func TestDownloadFileDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	testutil.MountTmpfs(t, dir, "1m", "tristore-s3client-full")
+	ep := startServer(t)
+	cfg := testConfig(ep, 2)
+	cfg.ChunkSize = 256 << 10
+	e := newEngine(t, cfg)
+	mkBucket(t, e, "full")
+	data := randBytes(71, 3<<20)
+	if _, err := newEngine(t, testConfig(ep, 1)).Upload(context.Background(), "full", "big", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "big")
+	_, err := e.DownloadFile(context.Background(), "full", "big", dst, FileOptions{})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "s3://full/big") || !strings.Contains(err.Error(), dst) {
+		t.Fatalf("got %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left on the full disk: %v", ents)
 	}
 }
