@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,7 @@ func init() {
 			sizeFlag(fs, "iscsi-max-recv-data-segment", 256<<10, "MaxRecvDataSegmentLength the target declares (512 to 2^24-1 bytes, RFC 7143)")
 			sizeFlag(fs, "iscsi-max-burst", 1<<20, "MaxBurstLength the target offers (512 to 2^24-1 bytes)")
 			fs.Duration("iscsi-nop-interval", 30*time.Second, "ping idle connections with NOP-In this often (0 disables)")
+			raidServeFlags(fs)
 		},
 		Build: buildISCSI,
 	})
@@ -66,7 +68,19 @@ func buildISCSI(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return iscsitgt.New(iscsitgt.Config{
+	specs, err := parseRaidSpecs(cfg.GetStringSlice("raid"))
+	if err != nil {
+		return nil, err
+	}
+	var extra iscsitgt.ExtraVolumes = &cloudVolumes{data: env.DataDir, log: env.Log}
+	var gw *raidGateway
+	if len(specs) > 0 {
+		if gw, err = startRaidGateway(ctx, env.Log, specs, extra); err != nil {
+			return nil, err
+		}
+		extra = gw
+	}
+	srv, err := iscsitgt.New(iscsitgt.Config{
 		Store:                    env.Store,
 		Log:                      env.Log,
 		CHAP:                     chap,
@@ -75,6 +89,15 @@ func buildISCSI(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 		MaxRecvDataSegmentLength: int(mrdsl),
 		MaxBurstLength:           int(burst),
 		NopInterval:              cfg.GetDuration("iscsi-nop-interval"),
-		Extra:                    &cloudVolumes{data: env.DataDir, log: env.Log},
+		Extra:                    extra,
 	})
+	switch {
+	case err != nil && gw != nil:
+		return nil, errors.Join(err, gw.close())
+	case err != nil:
+		return nil, err
+	case gw != nil:
+		return &gatewayServer{Server: srv, g: gw}, nil
+	}
+	return srv, nil
 }
