@@ -36,7 +36,7 @@ func newMountCmd() *cobra.Command {
 	sort.Strings(lines)
 	cmd := &cobra.Command{
 		Use:   "mount URL DIR",
-		Short: "Mount an NFS export or an iSCSI LUN through FUSE (no kernel client needed)",
+		Short: "Mount an NFS export, an iSCSI LUN or an S3 bucket through FUSE (no kernel client needed)",
 		Long: "mount exposes a remote store through FUSE so any POSIX program can use it.\n" +
 			"It runs in the foreground until unmounted (fusermount3 -u DIR or umount DIR) or interrupted.\n\nSchemes:\n" +
 			strings.Join(lines, "\n"),
