@@ -30,6 +30,9 @@ type memDevice struct {
 	// pw, if set, is the power shared by a set of members: once it is cut,
 	// every I/O fails and nothing more reaches the device.
 	pw *power
+	// drop, if set, makes the device lie: writes it matches report success
+	// and change nothing.
+	drop func(off int64, n int) bool
 }
 
 var errPowerCut = errors.New("power cut")
@@ -119,6 +122,9 @@ func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, erro
 			m.failed = true
 			return 0, errInjected
 		}
+	}
+	if m.drop != nil && m.drop(off, len(p)) {
+		return len(p), nil
 	}
 	copy(m.cur[off:], p)
 	m.pending = append(m.pending, pendingWrite{off, append([]byte(nil), p...)})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tristore/tristore/blockdev"
 )
@@ -129,4 +131,109 @@ func TestRebuildResume(t *testing.T) {
 	// The rebuilt member alone stands in for a lost one.
 	b.devs[0].(*memDevice).setFailed(true)
 	verifyAll(t, ctx, b, ref)
+}
+
+// TestRebuildRate: a rebuild limited to 1 MiB/s over 256 KiB of member
+// data takes at least about a quarter of a second.
+func TestRebuildRate(t *testing.T) {
+	ctx := context.Background()
+	ms, ds := mems(3, memOff+64*chunkT)
+	a, err := testCreate(ctx, 5, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms[0].setFailed(true)
+	if _, err := a.WriteAt(ctx, make([]byte, 512), 0); err != nil {
+		t.Fatal(err)
+	}
+	a.SetRebuildRate(1 << 20)
+	start := time.Now()
+	if err := a.Replace(ctx, 0, newMem(memOff+64*chunkT), nil); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if want := 250 * time.Millisecond; el < want*9/10 || el > 10*want {
+		t.Fatalf("rate-limited rebuild of 256 KiB at 1 MiB/s took %v, want about %v", el, want)
+	}
+}
+
+// TestRebuildVerifyCatchesBadMember: a replacement that silently drops the
+// writes to one row is caught by the verify pass; the slot stays failed and
+// the array keeps serving the right data degraded.
+func TestRebuildVerifyCatchesBadMember(t *testing.T) {
+	ctx := context.Background()
+	ms, ds := mems(3, memOff+32*chunkT)
+	a, err := testCreate(ctx, 5, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := make([]byte, a.Size())
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range ref {
+		ref[i] = byte(r.Uint32())
+	}
+	if _, err := a.WriteAt(ctx, ref, 0); err != nil {
+		t.Fatal(err)
+	}
+	ms[1].setFailed(true)
+	verifyAll(t, ctx, a, ref)
+	liar := newMem(memOff + 32*chunkT)
+	bad := a.moff(10, 0)
+	liar.drop = func(off int64, n int) bool { return off <= bad && bad < off+int64(n) }
+	err = a.Replace(ctx, 1, liar, nil)
+	if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), "row 10") {
+		t.Fatalf("replace onto a member that drops row 10: %v, want ErrVerify at row 10", err)
+	}
+	if st := a.Status(); len(st.Failed) != 1 || st.Failed[0] != 1 || st.Rebuilding != -1 {
+		t.Fatalf("status after failed verify: %+v", st)
+	}
+	verifyAll(t, ctx, a, ref)
+}
+
+// TestRAID1 runs a mirror through random I/O, a failed copy, reads from
+// the survivors, a replacement and a scrub.
+func TestRAID1(t *testing.T) {
+	ctx := context.Background()
+	seed := testSeed(t)
+	r := rand.New(rand.NewPCG(seed, 11))
+	ms, ds := mems(3, memOff+40*chunkT)
+	a, err := testCreate(ctx, 1, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size() != 40*chunkT {
+		t.Fatalf("RAID-1 size %d", a.Size())
+	}
+	ref := make([]byte, a.Size())
+	runOps(t, ctx, r, a, ref, 150)
+	ms[0].setFailed(true)
+	runOps(t, ctx, r, a, ref, 100)
+	ms[2].setFailed(true)
+	runOps(t, ctx, r, a, ref, 50) // one copy left
+	if st := a.Status(); len(st.Failed) != 2 {
+		t.Fatalf("status: %+v", st)
+	}
+	if err := a.Replace(ctx, 0, newMem(memOff+40*chunkT), nil); err != nil {
+		t.Fatal(err)
+	}
+	ms[1].setFailed(true) // the rebuilt copy alone must hold everything
+	verifyAll(t, ctx, a, ref)
+	b, err := Assemble(ctx, []blockdev.Device{a.devs[0].(*memDevice).reopen()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyAll(t, ctx, b, ref)
+	// Scrub: a copy that differs is found and repaired from the lowest slot.
+	_, ds2 := mems(2, memOff+8*chunkT)
+	c, err := testCreate(ctx, 1, ds2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds2[1].(*memDevice).cur[memOff+3*chunkT+7] ^= 1
+	if mm, err := c.Check(ctx, true); err != nil || len(mm) != 1 || mm[0].Row != 3 {
+		t.Fatalf("RAID-1 check: %v %v", mm, err)
+	}
+	if mm, err := c.Check(ctx, false); err != nil || len(mm) != 0 {
+		t.Fatalf("RAID-1 check after repair: %v %v", mm, err)
+	}
 }

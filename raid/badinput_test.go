@@ -1,0 +1,134 @@
+package raid
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/tristore/tristore/blockdev"
+)
+
+// TestAssembleBadMembers: every kind of bad member is refused with an error
+// that names it (its position in the list), and nothing is written.
+func TestAssembleBadMembers(t *testing.T) {
+	ctx := context.Background()
+	arr := func() []*memDevice {
+		ms, ds := mems(4, memOff+8*chunkT)
+		a, err := testCreate(ctx, 5, ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	A, B := arr(), arr()
+	devs := func(ms ...*memDevice) []blockdev.Device {
+		out := make([]blockdev.Device, len(ms))
+		for i, m := range ms {
+			out[i] = m.reopen()
+		}
+		return out
+	}
+	cases := []struct {
+		name    string
+		members func() []blockdev.Device
+		is      error
+		names   string
+	}{
+		{"garbage", func() []blockdev.Device {
+			d := devs(A...)
+			d[2].(*memDevice).garbage = true
+			return d
+		}, ErrBadSuperblock, "member 2"},
+		{"short reads", func() []blockdev.Device {
+			d := devs(A...)
+			d[1].(*memDevice).short = true
+			return d
+		}, io.ErrUnexpectedEOF, "member 1"},
+		{"unreadable", func() []blockdev.Device {
+			d := devs(A...)
+			d[3].(*memDevice).failed = true
+			return d
+		}, errInjected, "member 3"},
+		{"blank", func() []blockdev.Device {
+			d := devs(A...)
+			d[0] = newMem(memOff + 8*chunkT)
+			return d
+		}, ErrBadSuperblock, "member 0"},
+		// The odd one out is named even when it comes first.
+		{"one from another array", func() []blockdev.Device { return devs(B[0], A[1], A[2], A[3]) }, ErrForeign, "member 0"},
+		{"two arrays half and half", func() []blockdev.Device { return devs(A[0], A[1], B[2], B[3]) }, ErrForeign, "member 2"},
+		{"same member twice", func() []blockdev.Device { return devs(A[0], A[1], A[1]) }, ErrMismatch, "member 2"},
+		{"too small", func() []blockdev.Device {
+			d := devs(A...)
+			sm := newMem(memOff + 4*chunkT)
+			copy(sm.cur, d[3].(*memDevice).cur[:SuperblockSize])
+			d[3] = sm
+			return d
+		}, ErrMismatch, "member 3"},
+	}
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			ms := c.members()
+			_, err := Assemble(ctx, ms)
+			if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.names) {
+				t.Fatalf("assemble: %v, want %v naming %q", err, c.is, c.names)
+			}
+			if _, err := Examine(ctx, ms); !errors.Is(err, c.is) {
+				t.Fatalf("examine: %v, want %v", err, c.is)
+			}
+			for i, m := range ms {
+				if len(m.(*memDevice).pending) != 0 {
+					t.Fatalf("refused assembly wrote to member %d", i)
+				}
+			}
+		})
+	}
+	// The good members still assemble in any order.
+	if _, err := Assemble(ctx, devs(A[3], A[1], A[0], A[2])); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplaceBadInput: wrong slot, a slot in sync, a too-small or
+// wrong-block-size replacement are refused; the array is unchanged.
+func TestReplaceBadInput(t *testing.T) {
+	ctx := context.Background()
+	ms, ds := mems(3, memOff+8*chunkT)
+	a, err := testCreate(ctx, 5, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := func(size int64) *memDevice { return newMem(size) }
+	if err := a.Replace(ctx, 1, fresh(memOff+8*chunkT), nil); err == nil || !strings.Contains(err.Error(), "in sync") {
+		t.Fatalf("replace of a slot in sync: %v", err)
+	}
+	if err := a.Replace(ctx, 7, fresh(memOff+8*chunkT), nil); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("replace of slot 7: %v", err)
+	}
+	ms[1].setFailed(true)
+	if err := a.Fail(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(ctx, 0); err == nil || !strings.Contains(err.Error(), "would stop the array") {
+		t.Fatalf("failing a second RAID-5 member: %v", err)
+	}
+	if err := a.Replace(ctx, 1, fresh(memOff+4*chunkT), nil); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("too-small replacement: %v, want ErrMismatch", err)
+	}
+	big := fresh(memOff + 8*chunkT)
+	big.bs = 8192
+	if err := a.Replace(ctx, 1, big, nil); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("replacement with 8 KiB blocks: %v, want ErrMismatch", err)
+	}
+	if st := a.Status(); len(st.Failed) != 1 || st.Failed[0] != 1 || st.Rebuilding != -1 || st.Stopped {
+		t.Fatalf("status after refused replacements: %+v", st)
+	}
+	if err := a.Replace(ctx, 1, fresh(memOff+8*chunkT), nil); err != nil {
+		t.Fatal(err)
+	}
+}
