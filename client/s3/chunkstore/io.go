@@ -318,11 +318,20 @@ func (s *Store) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (i
 	case s.m.Kind == KindVolume && off+int64(len(p)) > in.Size:
 		err = ErrTooLarge
 	}
+	var size int64
+	if err == nil {
+		size = in.Size
+	}
 	s.mu.Unlock()
 	if err != nil || len(p) == 0 {
 		return 0, err
 	}
 	end := off + int64(len(p))
+	if end > size {
+		if err := s.seal(ctx, ino, size); err != nil {
+			return 0, err
+		}
+	}
 	over := false
 	n := int64(0)
 	for pos := off; pos < end; {
@@ -407,6 +416,7 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 		return d, false, nil
 	}
 	h := in.Chunks[idx]
+	bound := max(0, min(s.cs, in.Size-idx*s.cs))
 	s.mu.Unlock()
 	var old []byte
 	if h != "" && !whole {
@@ -419,7 +429,7 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 			}
 			b, err := os.ReadFile(s.cache.cleanPath(h))
 			if err == nil {
-				old = b
+				old = b[:min(int64(len(b)), bound)] // never bytes past the size
 				break
 			}
 			if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
@@ -509,9 +519,18 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 		}
 	}
 	shrink := err == nil && size < in.Size
+	var oldSize int64
+	if err == nil {
+		oldSize = in.Size
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if size > oldSize {
+		if err := s.seal(ctx, ino, oldSize); err != nil {
+			return err
+		}
 	}
 	for _, idx := range drop {
 		lk := s.chunkLock(ino, idx)
@@ -606,5 +625,38 @@ func (s *Store) Punch(ctx context.Context, ino uint64, off, n int64) error {
 			}
 		}
 	}
+	return nil
+}
+
+// seal trims the chunk holding the end of a file of oldSize bytes before
+// the file grows past it. A chunk object may hold bytes past the size: a
+// manifest published in the middle of a truncate names the old last chunk
+// with the new, smaller size (its trimmed copy is still dirty). Those
+// bytes are never read while they are past the end, but growing the file
+// would expose them, so the grown file gets the chunk trimmed (as a dirty
+// copy) instead. Nothing happens when the chunk is a hole, already dirty
+// (dirty copies never hold bytes past the size) or the size is aligned.
+func (s *Store) seal(ctx context.Context, ino uint64, oldSize int64) error {
+	if oldSize%s.cs == 0 {
+		return nil
+	}
+	idx := oldSize / s.cs
+	lk := s.chunkLock(ino, idx)
+	lk.Lock()
+	defer lk.Unlock()
+	s.mu.Lock()
+	in := s.m.Inodes[ino]
+	if in == nil || in.Size != oldSize || in.Chunks[idx] == "" || (s.st[ino] != nil && s.st[ino].dirty[idx] != nil) {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	d, _, err := s.makeDirty(ctx, ino, idx, false)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	d.ver++
+	s.mu.Unlock()
 	return nil
 }

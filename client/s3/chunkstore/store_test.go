@@ -578,3 +578,48 @@ func TestBadEndpoint(t *testing.T) {
 		t.Fatalf("memory bound: %v", err)
 	}
 }
+
+// TestGrowPastStaleTail: a manifest may name a last chunk whose object
+// holds bytes past the file's size (published in the middle of a
+// truncate); growing the file, by truncate or by a write further on, must
+// read zeros there, not the old bytes.
+func TestGrowPastStaleTail(t *testing.T) {
+	v := newEnv(t)
+	s := v.open(v.cfg(t.TempDir()))
+	ctx := context.Background()
+	a, b := mkfile(t, s, "a"), mkfile(t, s, "b")
+	full := randBytes(8, cs)
+	write(t, s, a, full, 0)
+	write(t, s, b, full, 0)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The state a publish during a truncate leaves: the full chunk named,
+	// the size already 10.
+	s.mu.Lock()
+	for _, ino := range []uint64{a, b} {
+		at := attrs(s.m.Inodes[ino])
+		at.Size = 10
+		if err := s.record(&rec{O: "i", I: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Unlock()
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+	s2 := v.open(v.cfg(t.TempDir()))
+	a, b = lookup(t, s2, "a"), lookup(t, s2, "b")
+	if err := s2.Truncate(ctx, a, cs); err != nil {
+		t.Fatal(err)
+	}
+	write(t, s2, b, []byte("x"), 3*cs)
+	want := append(append([]byte{}, full[:10]...), make([]byte, cs-10)...)
+	if got := readAll(t, s2, a); !bytes.Equal(got, want) {
+		t.Fatal("truncate up exposed bytes past the old size")
+	}
+	if got := readAll(t, s2, b)[:cs]; !bytes.Equal(got, want) {
+		t.Fatal("a write further on exposed bytes past the old size")
+	}
+}
