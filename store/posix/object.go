@@ -502,18 +502,21 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 	if err != nil {
 		return err
 	}
-	plainErr := error(nil)
-	if loc.plain != "" {
-		plainErr = b.unlinkObject(bucket, key, loc.plain, true, nil)
-		if plainErr != nil && !errors.Is(plainErr, store.ErrNoSuchKey) {
-			return plainErr
-		}
-	}
+	// The hidden copy goes first: when both exist the plain file is the
+	// object, so a crash between the two unlinks leaves the object as it
+	// was (the other order could bring back a shadowed old version).
 	hidErr := b.unlinkHidden(loc)
-	if loc.plain != "" && plainErr == nil && errors.Is(hidErr, store.ErrNoSuchKey) {
+	if hidErr != nil && !errors.Is(hidErr, store.ErrNoSuchKey) {
+		return hidErr
+	}
+	if loc.plain == "" {
+		return hidErr
+	}
+	err = b.unlinkObject(bucket, key, loc.plain, true, nil)
+	if errors.Is(err, store.ErrNoSuchKey) && hidErr == nil {
 		return nil
 	}
-	return hidErr
+	return err
 }
 
 // unlinkHidden removes key's file in the hidden area.

@@ -27,7 +27,7 @@ import (
 const (
 	s3Bucket  = "plb"
 	s3Workers = 6
-	s3Keys    = 3 // per worker
+	s3Keys    = 5 // per worker
 )
 
 // absent is the state of a key that does not exist.
@@ -52,12 +52,19 @@ func s3Client(addr string) *awss3.Client {
 
 // s3Key is worker w's key number k. Keys sit at different depths so that
 // PUTs create parent directories (which DELETE removes again when empty).
+// Key 3 has no plain path and key 4 lies under key 0, so each is kept in
+// the store's hidden area or as a plain file depending on what exists
+// when it is written (store/posix hidden.go): both move between the two.
 func s3Key(w, k int) string {
 	switch k {
 	case 0:
 		return fmt.Sprintf("w%d/k0", w)
 	case 1:
 		return fmt.Sprintf("w%d/s1/k1", w)
+	case 3:
+		return fmt.Sprintf("w%d//odd/../k3", w)
+	case 4:
+		return fmt.Sprintf("w%d/k0/k4", w)
 	}
 	return fmt.Sprintf("w%d/s%d/deep/k%d", w, k, k)
 }
