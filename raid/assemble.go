@@ -191,13 +191,18 @@ func Assemble(ctx context.Context, members []blockdev.Device) (*Array, error) {
 		ck = max(ck, sb.JournalCk)
 	}
 	a.jck = ck
-	if a.level != 0 {
-		a.initJournal(ref.JournalLen, ck)
-		a.jnl.off = ref.JournalOff
-		dirty := false
-		for _, sb := range p.sbs {
-			dirty = dirty || sb.Dirty
+	dirty := false
+	for _, sb := range p.sbs {
+		dirty = dirty || sb.Dirty
+	}
+	a.initJournal(ref.JournalLen, ck)
+	if a.level != 0 && a.jnl == nil && dirty {
+		if err := a.resyncAll(ctx); err != nil {
+			return nil, err
 		}
+	}
+	if a.jnl != nil {
+		a.jnl.off = ref.JournalOff
 		if dirty && !skipReplay {
 			next, st, err := a.jnl.replay(ctx, ck)
 			if err != nil {
@@ -212,6 +217,21 @@ func Assemble(ctx context.Context, members []blockdev.Device) (*Array, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// resyncAll recomputes the redundancy of every row of an array without a
+// journal after a crash. With a member missing that cannot be done right,
+// so it is refused.
+func (a *Array) resyncAll(ctx context.Context) error {
+	if a.nfailed() > 0 || a.rebuild >= 0 {
+		return ErrDirtyDegraded
+	}
+	for row := range a.memberSize / a.chunk {
+		if _, err := a.syncRow(ctx, row, true); err != nil {
+			return fmt.Errorf("raid: resync row %d: %w", row, err)
+		}
+	}
+	return a.flushMembers(ctx)
 }
 
 // skipReplay is set by the tests that show the journal is what keeps the

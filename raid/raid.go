@@ -32,6 +32,11 @@ var (
 	ErrStale = errors.New("raid: stale member")
 	// ErrMismatch is a member whose size or geometry does not fit.
 	ErrMismatch = errors.New("raid: member does not match the array")
+	// ErrDirtyDegraded refuses to start an array without a journal that
+	// was not shut down cleanly and is missing a member: its parity may not
+	// match the data where writes were in flight, so the missing member
+	// cannot be reconstructed reliably there (the write hole).
+	ErrDirtyDegraded = errors.New("raid: array without a journal is dirty and degraded; the missing member's data cannot be trusted")
 	// ErrVerify is a rebuild whose final verify pass found rows that do not
 	// read back consistent: the new member is left out of the array.
 	ErrVerify = errors.New("raid: rebuild verify failed")
@@ -57,6 +62,11 @@ type Options struct {
 	Chunk int // stripe unit in bytes; 0 = DefaultChunk
 	// Journal is the journal ring per member (RAID-1/5); 0 = DefaultJournal.
 	Journal int64
+	// NoJournal leaves the RAID-1/5 write hole open for speed (no journal
+	// write and flush per write): after a crash the whole array's parity is
+	// recomputed, and a crash with a member missing is refused
+	// (ErrDirtyDegraded).
+	NoJournal bool
 	// UseSmallest lets members of different sizes form an array, each
 	// contributing the smallest one's size; without it Create refuses them.
 	UseSmallest bool
@@ -171,7 +181,7 @@ func CreateWith(ctx context.Context, o Options, members []blockdev.Device) (*Arr
 		return nil, fmt.Errorf("raid: chunk %d is not a multiple of member block size %d", chunk, bs)
 	}
 	dataOff, jlen := int64(DataOffset), int64(0)
-	if level != 0 {
+	if level != 0 && !o.NoJournal {
 		jlen = o.Journal
 		if jlen == 0 {
 			jlen = DefaultJournal
@@ -213,6 +223,7 @@ func CreateWith(ctx context.Context, o Options, members []blockdev.Device) (*Arr
 // initJournal sets up the journal (RAID-1/5) with ring size jlen and
 // next sequence seq.
 func (a *Array) initJournal(jlen int64, seq uint64) {
+	a.rowsPerRec = 1
 	if a.level == 0 || jlen == 0 {
 		return
 	}
@@ -498,8 +509,8 @@ func (a *Array) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	var err error
-	if a.jnl != nil {
-		err = a.writeJournaled(ctx, p, off)
+	if a.level != 0 {
+		err = a.writeRedundant(ctx, p, off)
 	} else {
 		err = a.forRows(ctx, p, off, func(row, in int64, q []byte) error {
 			return a.ioRow0(ctx, row, in, q, true)
@@ -557,7 +568,8 @@ func (a *Array) flushMembers(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Flush flushes every member in parallel.
+// Flush flushes every member in parallel. A journaled array has nothing to
+// do: every acknowledged write is already durable in the journal.
 func (a *Array) Flush(ctx context.Context) error {
 	a.mu.Lock()
 	closed, stopped := a.closed, a.stopped
@@ -567,6 +579,8 @@ func (a *Array) Flush(ctx context.Context) error {
 		return blockdev.ErrClosed
 	case stopped:
 		return ErrArrayFailed
+	case a.jnl != nil:
+		return ctx.Err()
 	}
 	return a.flushMembers(ctx)
 }

@@ -55,8 +55,10 @@ func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, pr
 	// Everything journaled so far goes in place first: the new member's
 	// ring may hold entries from an earlier life in this array, and the
 	// checkpoint puts every one of them below the replay threshold.
-	if err := a.jnl.checkpoint(ctx); err != nil {
-		return err
+	if a.jnl != nil {
+		if err := a.jnl.checkpoint(ctx); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
 	if old := a.devs[idx]; old != nil {

@@ -28,7 +28,7 @@ import (
 //	80   8     rebuild checkpoint (member data bytes rebuilt; valid if rebuild slot >= 0)
 //	88   4     rebuild slot (int32, -1 = none)
 //	92   4     flags (0)
-//	96   8     journal offset on the member (0 = no journal: RAID-0)
+//	96   8     journal offset on the member (0 = no journal: RAID-0, or RAID-1/5 created without one)
 //	104  8     journal size in bytes
 //	112  8     journal checkpoint: entries with a lower sequence are already in place
 //	120  3972  reserved (zero)
@@ -134,7 +134,7 @@ func unmarshalSuperblock(b []byte) (*superblock, error) {
 		return nil, fmt.Errorf("%w: chunk %d / block size %d", ErrBadSuperblock, s.Chunk, s.BlockSize)
 	case s.MemberSize <= 0 || s.MemberSize%int64(s.Chunk) != 0 || s.DataOffset < SuperblockSize:
 		return nil, fmt.Errorf("%w: member size %d / data offset %d", ErrBadSuperblock, s.MemberSize, s.DataOffset)
-	case s.Level != 0 && (s.JournalOff < SuperblockSize || s.JournalLen <= 0 || s.JournalOff+s.JournalLen > s.DataOffset):
+	case s.JournalLen != 0 && (s.Level == 0 || s.JournalOff < SuperblockSize || s.JournalLen < 0 || s.JournalOff+s.JournalLen > s.DataOffset):
 		return nil, fmt.Errorf("%w: journal %d+%d / data offset %d", ErrBadSuperblock, s.JournalOff, s.JournalLen, s.DataOffset)
 	case s.RebuildIdx < -1 || s.RebuildIdx >= s.Members:
 		return nil, fmt.Errorf("%w: rebuild slot %d", ErrBadSuperblock, s.RebuildIdx)

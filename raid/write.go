@@ -5,11 +5,12 @@ import (
 	"slices"
 )
 
-// writeJournaled writes p at off on a RAID-1/5: the request is cut into
+// writeRedundant writes p at off on a RAID-1/5: the request is cut into
 // groups of at most rowsPerRec rows; each group is planned under its row
-// locks, committed to the journal as one record and then written in place.
-// Groups run in parallel; a member failure re-plans the group degraded.
-func (a *Array) writeJournaled(ctx context.Context, p []byte, off int64) error {
+// locks, committed to the journal as one record (if there is a journal)
+// and then written in place. Groups run in parallel; a member failure
+// re-plans the group degraded.
+func (a *Array) writeRedundant(ctx context.Context, p []byte, off int64) error {
 	rd := a.rowData()
 	first, last := off/rd, (off+int64(len(p))-1)/rd
 	g := a.rowsPerRec
@@ -69,10 +70,12 @@ func (a *Array) writeGroup(ctx context.Context, r0, r1, lo int64, q []byte) erro
 			rec.parts[w.slot] = append(rec.parts[w.slot], seg{a.moff(row, w.off), w.p})
 		}
 	}
-	if err := a.jnl.commit(ctx, rec); err != nil {
-		return err
+	if a.jnl != nil {
+		if err := a.jnl.commit(ctx, rec); err != nil {
+			return err
+		}
+		defer a.jnl.applied()
 	}
-	defer a.jnl.applied()
 	// The record is durable: its in-place writes must all be issued even if
 	// ctx ends now, or the row would be left half written until a replay.
 	wctx := context.WithoutCancel(ctx)

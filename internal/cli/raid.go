@@ -60,7 +60,7 @@ status only reads the superblocks. Every other command assembles the array
 				return err
 			}
 			a, err := raid.CreateWith(ctx, raid.Options{Level: cfg.GetInt("level"), Chunk: int(chunk), Journal: jsize,
-				UseSmallest: cfg.GetBool("use-smallest")}, devs)
+				NoJournal: jsize == 0, UseSmallest: cfg.GetBool("use-smallest")}, devs)
 			if err != nil {
 				closeAll(devs)
 				return fmt.Errorf("raid create: %w", err)
@@ -70,7 +70,7 @@ status only reads the superblocks. Every other command assembles the array
 	}
 	create.Flags().Int("level", 5, "RAID level: 0 (striped), 1 (mirrored) or 5 (striped with rotated parity)")
 	create.Flags().String("chunk", "64Ki", "stripe unit (a multiple of the member block size)")
-	create.Flags().String("journal", "4Mi", "write journal per member (RAID-1/5)")
+	create.Flags().String("journal", "4Mi", "write journal per member (RAID-1/5); 0 = none: faster writes, but the write hole stays open (a crash means a full resync, and a crash with a member lost is refused)")
 	create.Flags().String("size", "", "create missing member files with this size (local files only)")
 	create.Flags().Bool("use-smallest", false, "let members of different sizes form an array the size of the smallest")
 
