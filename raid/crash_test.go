@@ -57,9 +57,9 @@ func crashRound(ctx context.Context, seed uint64, c crashCase) error {
 		m.pw = pw
 	}
 	size := a.Size()
-	model := make([]byte, size)    // acknowledged data
-	flushed := make([]byte, size)  // RAID-0: data at the last completed flush
-	cands := map[int64][][]byte{}  // RAID-0: values written to a block since that flush
+	model := make([]byte, size)   // acknowledged data
+	flushed := make([]byte, size) // RAID-0: data at the last completed flush
+	cands := map[int64][][]byte{} // RAID-0: values written to a block since that flush
 	inflight := make([]*inflightWrite, c.workers)
 	victim := -1
 	if c.level != 0 && r.IntN(2) == 0 {
