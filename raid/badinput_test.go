@@ -1,6 +1,7 @@
 package raid
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -130,5 +131,50 @@ func TestReplaceBadInput(t *testing.T) {
 	}
 	if err := a.Replace(ctx, 1, fresh(memOff+8*chunkT), nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGarbageMemberVerifiedReads: a member that answers reads with garbage
+// and no error. With verified reads the RAID-5 read fails with ErrCorrupt
+// (never the garbage), a 3-way mirror outvotes the bad copy, and a 2-way
+// mirror fails the read; without verification the garbage would pass.
+func TestGarbageMemberVerifiedReads(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		level, n int
+		want     error // nil: the right data
+	}{{5, 4, ErrCorrupt}, {1, 3, nil}, {1, 2, ErrCorrupt}} {
+		ms, ds := mems(tc.n, memOff+8*chunkT)
+		a, err := testCreate(ctx, tc.level, ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := make([]byte, a.Size())
+		for i := range ref {
+			ref[i] = byte(i/512 + i)
+		}
+		if _, err := a.WriteAt(ctx, ref, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms[1].mu.Lock()
+		ms[1].garbage = true
+		ms[1].mu.Unlock()
+		a.SetVerifyReads(true)
+		got := make([]byte, len(ref))
+		_, err = a.ReadAt(ctx, got, 0)
+		switch {
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Fatalf("RAID-%d x%d verified read over a garbage member: %v, want %v", tc.level, tc.n, err, tc.want)
+		case tc.want == nil && (err != nil || !bytes.Equal(got, ref)):
+			t.Fatalf("RAID-%d x%d verified read: err %v, data equal %v", tc.level, tc.n, err, bytes.Equal(got, ref))
+		}
+		// Unverified, the garbage comes through: that is what the option is for.
+		a.SetVerifyReads(false)
+		if _, err := a.ReadAt(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if tc.level == 5 && bytes.Equal(got, ref) {
+			t.Fatal("unverified read over a garbage member returned the right data: the test injects nothing")
+		}
 	}
 }

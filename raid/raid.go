@@ -99,6 +99,7 @@ type Array struct {
 	rate     int64  // rebuild rate limit in bytes/s, 0 = none
 	replayed replayStats
 	rr       uint64 // RAID-1 read round robin
+	verify   bool   // SetVerifyReads
 }
 
 // Level reports the RAID level (0, 1 or 5).

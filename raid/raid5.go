@@ -75,6 +75,9 @@ func (a *Array) readRow5(ctx context.Context, row, in int64, q []byte) error {
 	if nbad > 1 {
 		return ErrArrayFailed
 	}
+	if nbad == 0 && a.verifying() {
+		return a.readRowVerified(ctx, row, in, q)
+	}
 	c0, c1 := in/a.chunk, (in+int64(len(q))-1)/a.chunk
 	return parallel(ctx, int(c1-c0+1), func(k int) error {
 		c := c0 + int64(k)

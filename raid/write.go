@@ -103,6 +103,9 @@ func (a *Array) readRow1(ctx context.Context, row, in int64, q []byte) error {
 	if nbad == a.n {
 		return ErrArrayFailed
 	}
+	if nbad == 0 && a.verifying() {
+		return a.readRowVerified(ctx, row, in, q)
+	}
 	a.mu.Lock()
 	a.rr++
 	start := int(a.rr % uint64(a.n))
