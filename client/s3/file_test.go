@@ -317,3 +317,41 @@ func TestDownloadFileDiskFull(t *testing.T) {
 		t.Fatalf("left on the full disk: %v", ents)
 	}
 }
+
+// Stream writes the chunks in order although they arrive in parallel, and
+// a failure part way says how far it got.
+func TestStream(t *testing.T) {
+	ep := startServer(t)
+	px := faultproxy.Start(t, ep)
+	cfg := testConfig(px.URL, 3)
+	cfg.ChunkSize = 1 << 20
+	cfg.Retries = 1
+	e := newEngine(t, cfg)
+	mkBucket(t, e, "str")
+	data := randBytes(81, 7<<20+99)
+	if _, err := newEngine(t, testConfig(ep, 2)).Upload(context.Background(), "str", "k", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := e.Stream(context.Background(), "str", "k", &out)
+	if err != nil || !bytes.Equal(out.Bytes(), data) || res.Requests != 1+8 {
+		t.Fatalf("stream: %v, equal %v, %+v", err, bytes.Equal(out.Bytes(), data), res)
+	}
+	if p := e.pool.peak.Load(); p > 3 {
+		t.Errorf("peak buffers %d > parallelism 3", p)
+	}
+	// The fifth GET and all after it fail: at most four chunks written.
+	px.ResetCounts()
+	px.SetRule(faultproxy.After("GET", 4, faultproxy.Internal))
+	out.Reset()
+	_, err = e.Stream(context.Background(), "str", "k", &out)
+	if err == nil || !strings.Contains(err.Error(), "s3://str/k") || !strings.Contains(err.Error(), fmt.Sprintf("(%d bytes written)", out.Len())) {
+		t.Fatalf("got %v after %d bytes", err, out.Len())
+	}
+	if out.Len() > 4<<20 || !bytes.Equal(out.Bytes(), data[:out.Len()]) {
+		t.Fatalf("%d bytes written before the failure, or not a prefix", out.Len())
+	}
+	if n := e.pool.inUse.Load(); n != 0 {
+		t.Errorf("%d buffers not returned", n)
+	}
+}

@@ -49,6 +49,19 @@ Exit codes: 0 all done, 1 something failed (stderr names every failed
 object), 2 usage error.`,
 		}
 		s3.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+		// A bare or misspelt subcommand is a usage error (exit 2), not help
+		// with exit 0 that a script would take for success.
+		s3.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErr(fmt.Errorf("unknown command %q for %q (see --help)", args[0], cmd.CommandPath()))
+			}
+			return nil
+		}
+		s3.RunE = func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			cmd.Help()
+			return usageErr(errors.New("tristore s3: name a subcommand"))
+		}
 		fs := s3.PersistentFlags()
 		fs.String("endpoint-url", "", "S3 endpoint URL, e.g. http://127.0.0.1:9000 (also AWS_ENDPOINT_URL, profile endpoint_url); default: AWS")
 		fs.String("endpoint", "", "same as --endpoint-url (env TRISTORE_ENDPOINT)")

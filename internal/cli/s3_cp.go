@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	s3client "github.com/tristore/tristore/client/s3"
+	"github.com/tristore/tristore/internal/progress"
 )
 
 // maxListPages bounds every listing loop (1,000 keys a page: 100 M keys).
@@ -133,9 +134,11 @@ func runBatch(cmd *cobra.Command, ctx context.Context, s *s3Session, what string
 		total += it.Size
 	}
 	s.bytes.SetTotal(total)
+	filesBar := s.bars.Add("files", int64(len(items)), progress.Count)
 	res := s.eng.Batch(ctx, items, s3client.BatchOptions{
 		Resume: cfg.GetBool("resume"), StateDir: resumeDir(),
 		OnDone: func(r s3client.ItemResult) {
+			filesBar.Add(1)
 			if r.Err == nil && !quiet && !js && s.bars == nil {
 				fmt.Fprintln(out, itemLine(r.Item))
 			}
