@@ -47,20 +47,20 @@ func writeFiles(t *testing.T, dir string, n int, name func(i int) string) {
 
 // TestListPageCostBoundedByPage: once a directory has been read, a page
 // cut from its middle reads no entries from disk and looks at about as
-// many entries as it returns, whether the directory holds 500 or 4,000
+// many entries as it returns, whether the directory holds 500 or 3,000
 // keys; with a delimiter other than "/" a page of common prefixes skips
 // each group's keys (flat or in subdirectories) instead of reading them.
 // Without the snapshot cache and the seeks each page read the whole
 // directory (and, for "-", every key of every group it returned).
 func TestListPageCostBoundedByPage(t *testing.T) {
 	const limit = 20
-	for _, n := range []int{500, 4000} {
+	for _, n := range []int{500, 3000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			b, _ := newBucket(t, posix.Options{})
 			root := filepath.Join(b.Root(), "bkt")
 			g := n / 100 // keys per group: 100 groups
 			writeFiles(t, filepath.Join(root, "grp"), n, func(i int) string { return fmt.Sprintf("g%04d-%04d", i/g, i%g) })
-			writeFiles(t, filepath.Join(root, "nest"), 1000, func(i int) string { return fmt.Sprintf("k%04d-d/%04d", i/10, i%10) })
+			writeFiles(t, filepath.Join(root, "nest"), 300, func(i int) string { return fmt.Sprintf("k%04d-d/%04d", i/5, i%5) })
 			putS(t, b, "grp//odd", "hidden key in the range")
 			settle()
 			for _, c := range []struct {
@@ -69,7 +69,7 @@ func TestListPageCostBoundedByPage(t *testing.T) {
 			}{
 				{store.ListOptions{Prefix: "grp/", After: "grp/g0050-", Limit: limit}, false},
 				{store.ListOptions{Prefix: "grp/", Delimiter: "-", After: "grp/g0050-", Limit: limit}, true},
-				{store.ListOptions{Prefix: "nest/", Delimiter: "-", After: "nest/k0040-", Limit: limit}, true},
+				{store.ListOptions{Prefix: "nest/", Delimiter: "-", After: "nest/k0020-", Limit: limit}, true},
 			} {
 				pageCost(t, b, c.opts) // the first read of a directory is whole
 				read, visited, res := pageCost(t, b, c.opts)
@@ -78,7 +78,7 @@ func TestListPageCostBoundedByPage(t *testing.T) {
 				}
 				maxRead := int64(0)
 				if c.cps && strings.HasPrefix(c.opts.Prefix, "nest") {
-					maxRead = 10 * (limit + 1) // one short readdir per directory reported as a prefix
+					maxRead = 5 * (limit + 1) // one short readdir per directory reported as a prefix
 				}
 				if read > maxRead || visited > 3*limit+10 {
 					t.Fatalf("%+v in a %d-key directory: page read %d entries from disk (max %d) and looked at %d (max %d)",
