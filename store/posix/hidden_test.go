@@ -158,3 +158,34 @@ func TestOddKeysConcurrent(t *testing.T) {
 		t.Fatalf("List = %q, want %q", got, sorted)
 	}
 }
+
+// TestPlainFileWinsOverHiddenCopy: S3 stored "m" aside (m/ held other
+// keys); then another view empties m/ and makes the file m. From then on
+// the file is the object: GET reads it, List shows m once, DELETE removes
+// both, and the old hidden copy never comes back.
+func TestPlainFileWinsOverHiddenCopy(t *testing.T) {
+	b, ctx := newBucket(t, posix.Options{})
+	putS(t, b, "m/c", "child")
+	putS(t, b, "m", "hidden m")
+	dir := filepath.Join(b.Root(), "bkt", "m")
+	os.Remove(filepath.Join(dir, "c"))
+	os.Remove(dir)
+	os.WriteFile(dir, []byte("made over NFS"), 0o644)
+	if got, _ := readAll(t, b, "m"); got != "made over NFS" {
+		t.Fatalf("m reads %q, want the plain file", got)
+	}
+	for _, opts := range []store.ListOptions{{}, {Delimiter: "/"}, {Prefix: "m"}, {Limit: 1}} {
+		if got := strings.Join(listKeys(t, b, opts), ","); got != "m" {
+			t.Fatalf("List %+v = %q, want m once", opts, got)
+		}
+	}
+	if err := b.Delete(ctx, "bkt", "m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "bkt", "m"); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Fatalf("after Delete Stat m = %v, want ErrNoSuchKey (no hidden copy left)", err)
+	}
+	if err := b.DeleteBucket(ctx, "bkt"); err != nil {
+		t.Fatalf("DeleteBucket: %v", err)
+	}
+}
