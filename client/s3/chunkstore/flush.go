@@ -190,6 +190,13 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 			err = nil
 		}
 	}
+	// Bytes past the size are a write whose size is not recorded yet
+	// (WriteAt records it after the data): this upload does not cover
+	// them, so the chunk stays dirty.
+	longer := false
+	if fi, serr := f.Stat(); err == nil && serr == nil {
+		longer = fi.Size() > max(bound, 0)
+	}
 	lk.Unlock()
 	if err != nil {
 		return fmt.Errorf("read dirty chunk %d of inode %d: %w", idx, ino, err)
@@ -224,7 +231,7 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 			return err
 		}
 	}
-	if d.ver != ver {
+	if d.ver != ver || longer {
 		s.mu.Unlock()
 		return nil // written meanwhile: stays dirty, the upload still counts
 	}

@@ -413,6 +413,13 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 		if err != nil {
 			return err
 		}
+		// Bytes past the size are a write that died before its size was
+		// recorded: not acknowledged, dropped, as on a local disk.
+		if bound := in.Size - idx*s.cs; info.Size() > bound {
+			if err := os.Truncate(path, bound); err != nil {
+				return err
+			}
+		}
 		s.istate(ino).dirty[idx] = &dirtyChunk{since: info.ModTime(), ver: 1}
 		s.cache.reserveDirty(s.cs)
 		s.recovered.Add(1)

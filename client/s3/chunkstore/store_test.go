@@ -623,3 +623,33 @@ func TestGrowPastStaleTail(t *testing.T) {
 		t.Fatal("a write further on exposed bytes past the old size")
 	}
 }
+
+// TestAppendDuringWriteBack: appends racing a write-back that runs all
+// the time lose nothing: a chunk read for upload before the append's size
+// is recorded must stay dirty, not become a clean copy cut at the old size.
+func TestAppendDuringWriteBack(t *testing.T) {
+	v := newEnv(t)
+	c := v.cfg(t.TempDir())
+	c.WriteBackAge, c.WriteBackEvery = time.Nanosecond, time.Millisecond
+	s := v.open(c)
+	ino := mkfile(t, s, "log")
+	r := rand.New(rand.NewPCG(3, 3))
+	var want []byte
+	for i := 0; i < 400; i++ {
+		p := randBytes(uint64(i), 1+r.IntN(3000))
+		write(t, s, ino, p, int64(len(want)))
+		want = append(want, p...)
+	}
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(context.Background())
+	s2 := v.open(v.cfg(t.TempDir()))
+	if got := readAll(t, s2, lookup(t, s2, "log")); !bytes.Equal(got, want) {
+		n := 0
+		for n < len(got) && got[n] == want[n] {
+			n++
+		}
+		t.Fatalf("appends lost: first difference at byte %d of %d", n, len(want))
+	}
+}
