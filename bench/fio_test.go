@@ -132,7 +132,7 @@ func median(v []float64) float64 {
 // so the file is big enough for runs of 100+ ms.
 //
 // It takes ~15 s and a disk-bound comparison is only as steady as the
-// machine, so it runs with TRISTORE_LONG=1 (scripts/bench/agreement.sh);
+// machine, so it runs with TRISTORE_LONG=1 (docs/bench-workbench.md);
 // TestFioJobSameWork checks in the default run that both do the same work
 // on a file in the same state.
 func TestUnitsAgreesWithFio(t *testing.T) {
