@@ -239,12 +239,13 @@ func TestCrashRecovery(t *testing.T) {
 func TestWriteBack(t *testing.T) {
 	v := newEnv(t)
 	c := v.cfg(t.TempDir())
-	c.WriteBackAge, c.WriteBackEvery = 600*time.Millisecond, 50*time.Millisecond
+	c.WriteBackAge, c.WriteBackEvery = 2*time.Second, 50*time.Millisecond
 	s := v.open(c)
 	ino := mkfile(t, s, "wb")
 	write(t, s, ino, randBytes(3, cs), 0)
-	time.Sleep(200 * time.Millisecond)
-	if n := s.Stats().Uploads; n != 0 {
+	start := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	if n := s.Stats().Uploads; n != 0 && time.Since(start) < 2*time.Second {
 		t.Fatalf("%d uploads before the chunk was old enough", n)
 	}
 	deadline := time.Now().Add(10 * time.Second)
