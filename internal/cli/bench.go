@@ -82,9 +82,12 @@ TARGET is one of
 --scale (0 < s <= 1) shrinks the seed's parameters: counts by s, sizes and
 thread counts by sqrt(s) (0.01 runs each suite in well under a minute here).
 Access forms (POSIX: default, sync = O_SYNC, direct = O_DIRECT; NFS and
-iSCSI: default, sync) apply to the units and amplification suites. The
-clients suite runs each client as a separate process (this binary,
-re-executed); --threads sets its client counts.
+iSCSI: default, sync) apply to the units, amplification and iozone suites.
+The clients suite runs each client as a separate process (this binary,
+re-executed); --threads sets its client counts. postmark takes PostMark's
+settings as flags (--number, --size-low, --size-high, --transactions,
+--read-block, --write-block, --bias-read, --bias-create, --subdirectories,
+--seed, --buffered) and --instances; iozone's data set is --file-size.
 
 Failed requests are recorded and shown; a step stops after --max-errors
 failures in a row. If the run cannot finish, the error names the target and
