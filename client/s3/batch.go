@@ -2,9 +2,13 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
+
+	"github.com/aws/smithy-go"
 )
 
 // Batches: many files in flight over one engine
@@ -63,26 +67,26 @@ type BatchResult struct {
 }
 
 // Batch moves items, Files at a time, and returns once all have finished
-// or failed; one file's failure does not stop the others. A cancelled ctx
-// stops starting new files; those count as failed.
+// or failed; one file's failure does not stop the others. An error that
+// would fail every file alike (the bucket does not exist, the keys are
+// wrong, nothing listens at the endpoint: see batchFatal) stops the batch
+// instead of repeating itself once per file; so does a cancelled ctx. The
+// files never started count as failed, under one message.
 func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchResult {
 	files := o.Files
 	if files <= 0 {
 		files = e.cfg.Parallelism
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	total := newStats()
 	var (
-		mu     sync.Mutex
-		bytes  int64
-		res    = BatchResult{Files: len(items)}
-		next   atomic.Int64
-		wg     sync.WaitGroup
-		failed = func(msg string) {
-			res.Failed++
-			if len(res.Errors) < maxBatchErrors {
-				res.Errors = append(res.Errors, msg)
-			}
-		}
+		mu         sync.Mutex
+		bytes      int64
+		res        = BatchResult{Files: len(items)}
+		next       atomic.Int64
+		wg         sync.WaitGroup
+		notStarted int
 	)
 	for range min(files, len(items)) {
 		wg.Add(1)
@@ -94,9 +98,9 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 					return
 				}
 				it := items[i]
-				if err := ctx.Err(); err != nil {
+				if ctx.Err() != nil {
 					mu.Lock()
-					failed(fmt.Sprintf("%s: not started: %v", describe(it), err))
+					notStarted++
 					mu.Unlock()
 					continue
 				}
@@ -112,16 +116,14 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 						fo.StateDir = o.StateDir
 					}
 					n, err = e.uploadFile(ctx, st, it.Bucket, it.Key, it.Path, fo)
-					if err != nil {
-						err = fmt.Errorf("upload %s to s3://%s/%s: %w", it.Path, it.Bucket, it.Key, err)
-					}
 				} else {
 					n, err = e.downloadFile(ctx, st, it.Bucket, it.Key, it.Path, it.FileOptions)
-					if err != nil {
-						err = fmt.Errorf("download s3://%s/%s to %s: %w", it.Bucket, it.Key, it.Path, err)
-					}
 				}
 				if err != nil {
+					if batchFatal(err) {
+						cancel(err)
+					}
+					err = fmt.Errorf("%s: %w", describe(it), err)
 					n = 0
 				}
 				total.merge(st)
@@ -129,7 +131,10 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 				mu.Lock()
 				bytes += n
 				if err != nil {
-					failed(err.Error())
+					res.Failed++
+					if len(res.Errors) < maxBatchErrors {
+						res.Errors = append(res.Errors, err.Error())
+					}
 				}
 				if o.OnDone != nil {
 					o.OnDone(ir)
@@ -140,10 +145,27 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 	}
 	wg.Wait()
 	res.Result = total.result(bytes)
-	if res.Failed > len(res.Errors) {
-		res.Errors = append(res.Errors, fmt.Sprintf("... and %d more failures", res.Failed-len(res.Errors)))
+	if listed := len(res.Errors); res.Failed > listed {
+		res.Errors = append(res.Errors, fmt.Sprintf("... and %d more failures", res.Failed-listed))
+	}
+	if notStarted > 0 {
+		res.Failed += notStarted
+		res.Errors = append(res.Errors, fmt.Sprintf("%d files not started: %v", notStarted, context.Cause(ctx)))
 	}
 	return res
+}
+
+// batchFatal says whether err would fail every other file of a batch the
+// same way, so going on would only repeat it.
+func batchFatal(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidBucketName", "AccountProblem":
+			return true
+		}
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func describe(it Item) string {

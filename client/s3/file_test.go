@@ -277,6 +277,16 @@ func TestBatch(t *testing.T) {
 	if p := px.Peak(); p < 2 || p > 8 {
 		t.Errorf("peak requests in flight %d, want 2..8", p)
 	}
+	// A missing bucket fails every file alike: the batch stops after the
+	// files already in flight instead of sending 40 doomed requests.
+	for i := range items {
+		items[i].Bucket = "nosuchbucket"
+	}
+	res = e.Batch(context.Background(), items[:n], BatchOptions{Files: 2})
+	if res.Failed != n || res.Requests > 2 || !strings.Contains(strings.Join(res.Errors, "\n"), "files not started: ") ||
+		!strings.Contains(res.Errors[0], "NoSuchBucket") {
+		t.Fatalf("batch into a missing bucket: %+v", res)
+	}
 	// And back, into another directory.
 	var down []Item
 	for i := range n {
