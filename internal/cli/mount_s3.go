@@ -61,6 +61,7 @@ func cloudFlags(fs *pflag.FlagSet) {
 	fs.Duration("s3-write-back-every", 5*time.Second, "s3: how often dirty chunks are checked")
 	fs.Int("s3-prefetch", 0, "s3: prefetch window cap in chunks (0: by chunk size; -1: off)")
 	fs.Duration("s3-lease-ttl", 60*time.Second, "s3: lease lifetime; another gateway may take over this long after a crash")
+	fs.Duration("s3-request-timeout", 2*time.Minute, "s3: bound on one attempt of one request, body included; an attempt over it is retried")
 }
 
 func firstSet(flag string, envs ...string) string {
@@ -118,6 +119,7 @@ func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.C
 	c.WriteBackEvery = cfg.GetDuration("s3-write-back-every")
 	c.PrefetchMax = cfg.GetInt("s3-prefetch")
 	c.LeaseTTL = cfg.GetDuration("s3-lease-ttl")
+	c.RequestTimeout = cfg.GetDuration("s3-request-timeout")
 	if c.WriteBackEvery <= 0 || c.WriteBackAge < 0 {
 		return c, fmt.Errorf("--s3-write-back-every must be positive and --s3-write-back-age not negative")
 	}

@@ -28,6 +28,7 @@ type bucket struct {
 	name    string
 	prefix  string // "" or ends in "/"
 	retries int
+	timeout time.Duration // per attempt, body included (0: none)
 	// noIfMatch is set once the server refused a conditional PUT as not
 	// implemented; the HEAD check before each publish still guards then.
 	noIfMatch bool
@@ -42,10 +43,17 @@ var errPrecondition = errors.New("precondition failed")
 func (b *bucket) key(k string) string { return b.prefix + k }
 
 // do retries fn on retryable errors with full-jitter backoff (100 ms ·
-// 2^n, at most 5 s), at most b.retries times.
+// 2^n, at most 5 s), at most b.retries times. Each attempt gets at most
+// b.timeout, so a server that stalls (a black-holed endpoint) costs a
+// timeout and a retry, not a FUSE request that never returns.
 func (b *bucket) do(ctx context.Context, fn func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		err := fn(ctx)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if b.timeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, b.timeout)
+		}
+		err := fn(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}

@@ -103,6 +103,10 @@ type Config struct {
 	// LeaseTTL is how long a lease lasts unless renewed (default 60 s;
 	// renewed every third of it).
 	LeaseTTL time.Duration
+	// RequestTimeout bounds one attempt of one request, body included
+	// (default: the engine's RequestTimeout, else 2 minutes); an attempt
+	// that runs over is retried like a reset connection.
+	RequestTimeout time.Duration
 	// Create makes a new store of Kind (default KindFS) when the prefix
 	// has no manifest; VolumeSize is the size of a new KindVolume store.
 	// Without Create, an empty Kind opens a store of either kind.
@@ -262,7 +266,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("chunkstore: kind %q", cfg.Kind)
 	}
 	ec := cfg.Engine.Config()
-	b := &bucket{api: cfg.Engine.API(), name: cfg.Bucket, prefix: cfg.Prefix, retries: ec.Retries}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = ec.RequestTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 2 * time.Minute
+	}
+	b := &bucket{api: cfg.Engine.API(), name: cfg.Bucket, prefix: cfg.Prefix, retries: ec.Retries, timeout: cfg.RequestTimeout}
 	s := &Store{cfg: cfg, b: b, log: cfg.Log, st: map[uint64]*istate{}, pfBusy: map[string]bool{}, pfDone: map[string]bool{},
 		inflight: map[string]chan struct{}{}, bgctx: context.Background()}
 	s.id = ec.Endpoint + " " + cfg.Bucket + "/" + cfg.Prefix

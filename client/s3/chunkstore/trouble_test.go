@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	s3client "github.com/tristore/tristore/client/s3"
 )
@@ -90,4 +91,51 @@ func TestEndpointTrouble(t *testing.T) {
 	if got := readAll(t, s2, lookup(t, s2, "f")); !bytes.Equal(got, want) {
 		t.Fatal("fresh gateway reads different bytes")
 	}
+}
+
+// TestStalledEndpoint: a server that accepts requests and never answers
+// costs one request timeout per attempt, then a clear error, not a hang.
+func TestStalledEndpoint(t *testing.T) {
+	v := newEnv(t)
+	stall := make(chan struct{})
+	defer close(stall)
+	f := &stallRT{next: http.DefaultTransport, stall: stall}
+	e, err := s3client.New(s3client.Config{Endpoint: v.e.Config().Endpoint, AccessKey: testAK, SecretKey: testSK, PathStyle: true,
+		Retries: 1, HTTPClient: &http.Client{Transport: f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := v.cfg(t.TempDir())
+	c.Engine, c.RequestTimeout = e, 300*time.Millisecond
+	s := v.open(c)
+	write(t, s, mkfile(t, s, "f"), randBytes(1, cs), 0)
+	f.on.Store(true)
+	start := time.Now()
+	err = s.Sync(context.Background())
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("sync against a stalled server: %v after %v", err, time.Since(start))
+	}
+	f.on.Store(false)
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatalf("sync once the server answers again: %v", err)
+	}
+}
+
+// stallRT holds every request until its context ends while on is set.
+type stallRT struct {
+	next  http.RoundTripper
+	on    atomic.Bool
+	stall chan struct{}
+}
+
+func (s *stallRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if s.on.Load() {
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-s.stall:
+			return nil, io.ErrUnexpectedEOF
+		}
+	}
+	return s.next.RoundTrip(r)
 }
