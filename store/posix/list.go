@@ -267,6 +267,11 @@ func (l *lister) walkDir(dk string) error {
 			}
 		}
 		l.b.dirs.visited.Add(1)
+		if l.steps++; l.steps%256 == 0 {
+			if err := l.ctx.Err(); err != nil {
+				return err
+			}
+		}
 		it := items[i]
 		key := dk + it.sk
 		if !strings.HasPrefix(key, p) && !strings.HasPrefix(p, key) {
@@ -338,10 +343,6 @@ func (l *lister) emitFile(key, path string) error {
 // info stats one object file for a listing; ok is false when it vanished,
 // is not a regular file, or (hidden) does not hold key.
 func (l *lister) info(key, path string, hidden bool) (store.ObjectInfo, bool) {
-	l.steps++
-	if l.steps%256 == 0 && l.ctx.Err() != nil {
-		return store.ObjectInfo{}, false
-	}
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return store.ObjectInfo{}, false
