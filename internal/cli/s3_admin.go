@@ -53,7 +53,7 @@ func s3LsCommand() *cobra.Command {
 					Name    string    `json:"name"`
 					Created time.Time `json:"created"`
 				}
-				var bs []bucket
+				bs := []bucket{}
 				for _, b := range res.Buckets {
 					bs = append(bs, bucket{aws.ToString(b.Name), aws.ToTime(b.CreationDate)})
 				}
@@ -183,7 +183,12 @@ func s3RmCommand() *cobra.Command {
 			}
 			return nil
 		}
-		errs := deleteKeys(ctx, s, u.Bucket, keys)
+		var errs []string
+		if recursive {
+			errs = deleteKeys(ctx, s, u.Bucket, keys)
+		} else if _, err := call(ctx, s, s.eng.API().DeleteObject, &awss3.DeleteObjectInput{Bucket: &u.Bucket, Key: &u.Key}); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", u, err))
+		}
 		if !cfg.GetBool("quiet") {
 			fmt.Fprintf(out, "deleted %d of %d objects\n", len(keys)-len(errs), len(keys))
 		}
