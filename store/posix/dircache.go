@@ -119,8 +119,8 @@ func (c *dirCache) get(path string, stamp dirStamp) *dirSnap {
 }
 
 func (c *dirCache) put(s *dirSnap) {
-	if len(s.items) > dirCacheBudget/4 {
-		return
+	if len(s.items) >= dirCacheBudget {
+		return // bigger than the whole budget: read per page, as before
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
