@@ -55,15 +55,24 @@ type fileOps struct {
 func (f fileOps) describe() string { return f.desc }
 
 func fileOpsOf(d Driver) fileOps {
-	switch fo := d.(type) {
-	case *POSIX:
-		return fileOps{fo, "posix: open, write(2)/read(2) of write_block/read_block bytes (through a 4 KiB stdio-like buffer when buffered), close; never fsync (as PostMark)"}
-	case *NFS:
-		return fileOps{fo, "nfs: create = CREATE + WRITEs + COMMIT, append = WRITEs at the end + COMMIT (a kernel client's close-to-open flush; one FILE_SYNC WRITE when it fits), read = READs; no client cache"}
-	case FileOps:
-		return fileOps{fo, d.Protocol() + ": the driver's own file operations"}
+	if fo, ok := d.(FileOps); ok {
+		desc := "the driver's own file operations"
+		if dd, ok := d.(interface{ fileOpsDesc() string }); ok {
+			desc = dd.fileOpsDesc()
+		}
+		return fileOps{fo, d.Protocol() + ": " + desc}
 	}
 	return fileOps{wholeFileOps{d}, d.Protocol() + ": create = Put, read = Get, append = Get + Put of the longer file (no append in the protocol: the client rewrites the whole file or object)"}
+}
+
+// fileOpsDesc says what FileOps do on a directory, also for the drivers
+// that embed POSIX (fuse+nfs://, ext4+iscsi://).
+func (d *POSIX) fileOpsDesc() string {
+	return "open, write(2)/read(2) of write_block/read_block bytes (through a 4 KiB stdio-like buffer when buffered), close; never fsync (as PostMark)"
+}
+
+func (d *NFS) fileOpsDesc() string {
+	return "create = CREATE + WRITEs + COMMIT, append = WRITEs at the end + COMMIT (a kernel client's close-to-open flush; one FILE_SYNC WRITE when it fits), read = READs; no client cache"
 }
 
 // wholeFileOps does file operations with whole-file Put and Get.
