@@ -6,3 +6,6 @@ package posix
 func (b *Backend) ListCounters() (read, visited int64) {
 	return b.dirs.read.Load(), b.dirs.visited.Load()
 }
+
+// SetHookBeforeRename makes f run just before every publish rename (nil: none).
+func SetHookBeforeRename(f func(target string)) { hookBeforeRename = f }

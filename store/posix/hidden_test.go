@@ -189,3 +189,46 @@ func TestPlainFileWinsOverHiddenCopy(t *testing.T) {
 		t.Fatalf("DeleteBucket: %v", err)
 	}
 }
+
+// TestPutWhenPathBecomesPrefix: the key's path is free when a PUT starts
+// and holds a directory of other keys (made meanwhile by another writer)
+// when the PUT renames its finished temp file: the object is then kept in
+// the hidden area, and both it and the other keys read back.
+func TestPutWhenPathBecomesPrefix(t *testing.T) {
+	for _, opts := range []posix.Options{{}, {NoXattr: true}} {
+		putWhenPathBecomesPrefix(t, opts)
+	}
+}
+
+func putWhenPathBecomesPrefix(t *testing.T, opts posix.Options) {
+	b, ctx := newBucket(t, opts)
+	for _, mode := range []string{"put", "ifabsent"} {
+		key := "race-" + mode
+		other := filepath.Join(b.Root(), "bkt", key, "child")
+		posix.SetHookBeforeRename(func(target string) {
+			if strings.HasSuffix(target, "/"+key) {
+				os.MkdirAll(filepath.Dir(other), 0o755)
+				os.WriteFile(other, []byte("child"), 0o644)
+			}
+		})
+		var err error
+		if mode == "put" {
+			_, err = b.Put(ctx, "bkt", key, strings.NewReader("mine"), 4, store.ObjectMeta{})
+		} else {
+			_, err = b.PutIfAbsent(ctx, "bkt", key, strings.NewReader("mine"), 4, store.ObjectMeta{})
+		}
+		posix.SetHookBeforeRename(nil)
+		if err != nil {
+			t.Fatalf("%s: Put whose path became a directory: %v", mode, err)
+		}
+		if got, _ := readAll(t, b, key); got != "mine" {
+			t.Fatalf("%s: %s reads %q", mode, key, got)
+		}
+		if got, _ := readAll(t, b, key+"/child"); got != "child" {
+			t.Fatalf("%s: %s/child reads %q", mode, key, got)
+		}
+		if got := strings.Join(listKeys(t, b, store.ListOptions{Prefix: key}), ","); got != key+","+key+"/child" {
+			t.Fatalf("%s: List = %q", mode, got)
+		}
+	}
+}

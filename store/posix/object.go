@@ -146,6 +146,10 @@ func (b *Backend) publish(f *os.File, target string, changed []string, rec *reco
 	return b.publishMode(f, target, changed, rec, false, false, nil)
 }
 
+// hookBeforeRename, set only by tests, runs just before publishMode's
+// rename, so a test can change the tree at the worst moment.
+var hookBeforeRename func(target string)
+
 // errConflictKept: publishMode found a directory at its target (a prefix
 // of other keys appeared meanwhile) and, as asked, kept the temp file open
 // so the caller can publish it in the hidden area instead.
@@ -211,6 +215,9 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 			unlock()
 			return fail(err)
 		}
+	}
+	if hookBeforeRename != nil {
+		hookBeforeRename(target)
 	}
 	rename := func() error {
 		if noReplace {
