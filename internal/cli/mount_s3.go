@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,7 @@ func init() {
 			fs.Bool("s3-flush-on-close", true, "s3: close(2) uploads the file's dirty chunks (the manifest follows at the next write-back check; fsync publishes at once)")
 			fs.Duration("s3-attr-timeout", time.Second, "s3: how long the kernel caches attributes and names")
 			fs.Bool("s3-debug", false, "s3: log every FUSE request")
+			fs.String("s3-stats-file", "", "s3: at unmount, write the store's counters (cache hits and misses, prefetches, transfers) as JSON to this file")
 		},
 		Run: runMountS3,
 	})
@@ -176,7 +178,14 @@ func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
 	closeStore := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if err := st.Close(cctx); err != nil {
+		err := st.Close(cctx)
+		if p := cfg.GetString("s3-stats-file"); p != "" {
+			b, _ := json.Marshal(st.Stats())
+			if werr := os.WriteFile(p, b, 0o644); werr != nil {
+				slog.Warn("mount: stats file", "err", werr)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("mount: final write-back of %s failed; the dirty data stays in %s and is uploaded at the next mount: %w",
 				u, st.CacheDir(), err)
 		}
