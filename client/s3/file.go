@@ -23,6 +23,11 @@ type FileOptions struct {
 	// MTime (downloads): set as the local file's modification time, so a
 	// later size+mtime comparison (sync) sees the file as current.
 	MTime time.Time
+	// ListedSize (downloads, when SizeListed): the object's size from a
+	// listing. An object of up to ChunkSize is then fetched with one GET
+	// and no HEAD; a different size is ErrChanged.
+	ListedSize int64
+	SizeListed bool
 }
 
 // UploadFile uploads the local file path as bucket/key. The file's size
@@ -110,7 +115,11 @@ func (e *Engine) downloadFile(ctx context.Context, st *stats, bucket, key, path 
 			os.Remove(tmp.Name())
 		}
 	}()
-	size, err := e.download(ctx, st, bucket, key, tmp, o.IfMatch)
+	listed := int64(-1)
+	if o.SizeListed {
+		listed = o.ListedSize
+	}
+	size, err := e.download(ctx, st, bucket, key, tmp, o.IfMatch, listed)
 	if err != nil {
 		return 0, err
 	}

@@ -235,6 +235,25 @@ func TestDownloadFile(t *testing.T) {
 		t.Errorf("stale ETag: %v", err)
 	}
 	onlyFile("stale ETag")
+	// Size and ETag from a listing: one GET, no HEAD; a size that no
+	// longer matches is ErrChanged at once, not retried.
+	px.ResetCounts()
+	small := filepath.Join(dir, "small")
+	cfg2 := cfg
+	cfg2.ChunkSize = 4 << 20
+	e2 := newEngine(t, cfg2)
+	res, err = e2.DownloadFile(context.Background(), "dlb", "obj", small, FileOptions{IfMatch: aws.ToString(head.ETag), ListedSize: int64(len(data)), SizeListed: true})
+	if got, _ := os.ReadFile(small); err != nil || !bytes.Equal(got, data) || res.Requests != 1 || px.Count("HEAD") != 0 {
+		t.Fatalf("listed download: %v, %+v, %d HEADs", err, res, px.Count("HEAD"))
+	}
+	os.Remove(small)
+	res, err = e2.DownloadFile(context.Background(), "dlb", "obj", small, FileOptions{ListedSize: 1000, SizeListed: true})
+	if !errors.Is(err, ErrChanged) || res.Requests != 1 {
+		t.Errorf("listed size 1000: %v, %+v", err, res)
+	}
+	if _, err := os.Stat(small); !os.IsNotExist(err) {
+		t.Errorf("a file was written for a changed object")
+	}
 	// Ranged GETs that keep failing after the HEAD.
 	px.SetRule(faultproxy.Always("GET", faultproxy.Reset))
 	_, err = e.DownloadFile(context.Background(), "dlb", "obj", dst, FileOptions{})

@@ -249,7 +249,7 @@ func downloadItems(ctx context.Context, s *s3Session, su s3URL, dst string, recu
 			return nil, failedErr(err)
 		}
 		items = append(items, s3client.Item{Bucket: su.Bucket, Key: o.key, Path: p, Size: o.size,
-			FileOptions: s3client.FileOptions{IfMatch: o.ifMatch(), MTime: o.mtime}})
+			FileOptions: s3client.FileOptions{IfMatch: o.ifMatch(), MTime: o.mtime, ListedSize: o.size, SizeListed: true}})
 	}
 	return items, nil
 }

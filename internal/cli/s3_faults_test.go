@@ -140,8 +140,8 @@ func TestS3Faults(t *testing.T) {
 
 	t.Run("object replaced after the listing", func(t *testing.T) {
 		dst := t.TempDir()
-		px.SetRule(func(shape string, n int64, r *http.Request) faultproxy.Fault {
-			if shape == "HEAD" && n == 1 {
+		px.SetRule(func(shape string, _ int64, r *http.Request) faultproxy.Fault {
+			if shape == "GET" && strings.HasSuffix(r.URL.Path, "/a.txt") {
 				// Another client overwrites the object between our
 				// listing and our download.
 				if _, err := direct.Upload(context.Background(), "faults", "tree/a.txt", strings.NewReader("replaced"), 8); err != nil {

@@ -129,7 +129,7 @@ func runS3Sync(cmd *cobra.Command, args []string, rules []filterRule) error {
 				return failedErr(err)
 			}
 			items = append(items, s3client.Item{Bucket: remote.Bucket, Key: o.key, Path: p, Size: o.size,
-				FileOptions: s3client.FileOptions{IfMatch: o.ifMatch(), MTime: o.mtime}})
+				FileOptions: s3client.FileOptions{IfMatch: o.ifMatch(), MTime: o.mtime, ListedSize: o.size, SizeListed: true}})
 		}
 	}
 	// What to delete is decided from the same listings, before copying.
@@ -344,7 +344,7 @@ rest go through temporary files, each checked against its listed ETag.`,
 				continue
 			}
 			items = append(items, s3client.Item{Bucket: u.Bucket, Key: o.key, Path: filepath.Clean(p), Size: o.size,
-				FileOptions: s3client.FileOptions{IfMatch: o.ifMatch(), MTime: o.mtime}})
+				FileOptions: s3client.FileOptions{IfMatch: o.ifMatch(), MTime: o.mtime, ListedSize: o.size, SizeListed: true}})
 		}
 		return runBatch(cmd, ctx, s, "prefetch", items, map[string]int{"skipped": skipped})
 	}
