@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# RAID benchmarks (issue 10, seeds 002 and 003). Root only (FUSE, loop
+# devices and mounts for postmark; iozone and xor need no root but share
+# the script). One mode per run, each its own raw file:
+#
+#   sudo scripts/bench/raid.sh iozone [ROUNDS] [RATE] [DATASET] [THREADS]   # defaults: 2 100mbit 4Mi 1,8
+#   scripts/bench/raid.sh xor [ROUNDS]                                      # default 5
+#   sudo scripts/bench/raid.sh postmark [ROUNDS] [INSTANCES] [TRANSACTIONS]  # defaults: 2 1,2,3,4,5 2000
+#
+# iozone (seed 002): a single target vs RAID-0 over 2, 3, 4 targets and
+# RAID-5 over 3, 4 targets. Every target is its own `tristore serve`
+# process behind its own emulated link (netem's TCP proxy at RATE each
+# way, so target bandwidth is the bottleneck), the array is built by the
+# raid package over our initiator's sessions, and bench's iozone suite runs
+# on the raw device: sequential and random write and read of DATASET in
+# 4 ... 64 KiB requests, by THREADS threads; the figure is the mean over
+# the request sizes of iozone's four-way average (test/raid
+# TestBenchIozone). The layouts run in an order rotated per round.
+#
+# xor (seed 002): go test -bench XOR -cpu 1 ./raid: RAID-5 parity XOR of
+# 64 KiB buffers on one core, in GB/s.
+#
+# postmark (seed 003): 1 ... 5 concurrent instances of Debian's postmark
+# binary on `tristore serve --disks D1,...,D5 --layout L` for L in
+# independent, raid0, raid5 (five directories on one local file system,
+# each holding one member file): independent = five volumes, one per
+# disk, each its own ext4, instance i on volume i; raid0/raid5 = one volume
+# striped over the five files, one ext4, instance i in its own directory.
+# Every volume is mounted through the gateway with `tristore mount
+# iscsi://` + loop, as a user would. The figure is the sum of the
+# instances' transactions per second.
+set -euo pipefail
+MODE=${1:-}
+case "$MODE" in
+iozone | xor | postmark) ;;
+*)
+  echo "usage: $0 iozone|xor|postmark [ROUNDS] ..." >&2
+  exit 2
+  ;;
+esac
+BENCH_NAME=raid-$MODE
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+WORK=""
+MNTS=()
+LOOPS=()
+PIDS=()
+cleanup() {
+  local m l p
+  for m in "${MNTS[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+  for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  [ -n "$WORK" ] && rm -rf "$WORK"
+}
+WORK=$(mktemp -d /var/tmp/raid-bench.XXXXXX)
+bench_start "$WORK"
+
+run_iozone() {
+  local rounds=${1:-2} rate=${2:-100mbit} ds=${3:-4Mi} threads=${4:-1,8}
+  (cd "$SRC" && go test -c -o "$WORK/raid.test" ./test/raid) || bench_fail "cannot build the test/raid test binary"
+  local sides=(single raid0-2 raid0-3 raid0-4 raid5-3 raid5-4)
+  bench_machine "sudo scripts/bench/raid.sh iozone $rounds $rate $ds $threads" -ours single \
+    -note "Each target: a tristore serve process behind its own emulated link (netem TCP proxy, $rate each way); array built by the raid package (64 KiB chunk) over tristore's initiator; bench iozone on the raw device, data set $ds, requests 4/8/16/32/64 KiB; MB/s = 10^6 bytes/s, the mean over the request sizes; ratio = single / layout (below 1: the layout is faster)."
+  local r s layout n lb t
+  for r in $(seq 1 "$rounds"); do
+    for s in $(bench_order "$r" "${sides[@]}"); do
+      layout=${s%-*}
+      n=${s#*-}
+      [ "$s" = single ] && n=1
+      echo "round $r: $s" >&2
+      lb=$(bench_load)
+      rm -f "$WORK/res.json"
+      (cd "$SRC" && RAID_BENCH_OUT="$WORK/res.json" RAID_BENCH_LAYOUT=$layout RAID_BENCH_TARGETS=$n RAID_BENCH_RATE=$rate \
+        RAID_BENCH_DATASET=$ds RAID_BENCH_THREADS=$threads "$WORK/raid.test" -test.run '^TestBenchIozone$' -test.count 1 \
+        >"$WORK/run.log" 2>&1) || bench_fail "$s failed in round $r: $(tail -5 "$WORK/run.log")"
+      args=()
+      for t in ${threads//,/ }; do
+        while read -r name val; do
+          args+=(-v "$t thread(s): $name, MB/s=$val")
+        done < <(python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["mean"][sys.argv[2]]
+for k in ("Average", "Write", "Read", "RandWrite", "RandRead"):
+    print({"Average": "iozone average", "Write": "write", "Read": "read", "RandWrite": "random write", "RandRead": "random read"}[k], m[k])' "$WORK/res.json" "$t")
+      done
+      bench_record "$r" "$s" "$lb" -json "$WORK/res.json" "${args[@]}"
+    done
+  done
+}
+
+run_xor() {
+  local rounds=${1:-5} r lb out line mbs
+  (cd "$SRC" && go test -c -o "$WORK/raidpkg.test" ./raid) || bench_fail "cannot build the raid test binary"
+  bench_machine "scripts/bench/raid.sh xor $rounds" -ours xor \
+    -note "go test -run '^\$' -bench '^BenchmarkXOR\$' -benchtime 20000x -cpu 1 ./raid: dst ^= src over 64 KiB buffers (in cache), one core; GB/s = 10^9 bytes/s."
+  for r in $(seq 1 "$rounds"); do
+    lb=$(bench_load)
+    out=$("$WORK/raidpkg.test" -test.run '^$' -test.bench '^BenchmarkXOR$' -test.benchtime 20000x -test.cpu 1 2>&1) ||
+      bench_fail "Go benchmark failed: $(echo "$out" | tail -3)"
+    line=$(echo "$out" | grep '^BenchmarkXOR' | tail -1)
+    mbs=$(echo "$line" | awk '{for (i = 2; i <= NF; i++) if ($i == "MB/s") print $(i-1)}')
+    [ -n "$mbs" ] || bench_fail "Go benchmark printed no MB/s: $line"
+    bench_record "$r" xor "$lb" -v "RAID-5 parity XOR, 64 KiB, one core, GB/s=$(python3 -c "print($mbs / 1000)")"
+  done
+}
+
+case "$MODE" in
+iozone) run_iozone "${@:2}" ;;
+xor) run_xor "${@:2}" ;;
+postmark) . "$(dirname "$0")/raid-postmark.inc.sh"; run_postmark "${@:2}" ;;
+esac
+bench_table
