@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -79,12 +80,13 @@ func (b *Backend) hiddenKeyOf(p string) (string, bool) {
 }
 
 // hiddenIndex keeps, per bucket, the sorted keys of the hidden area, so a
-// listing merges them without reading the area. It is loaded on first use
-// and kept up to date by this process's own hidden writes and deletes,
-// which hold the bucket's lock across their rename/unlink; a change made
-// by anyone else (another process opening the same tree: NFS cannot see
-// the area) shows as a changed stamp of the directory and makes the next
-// listing reload it.
+// listing merges them without reading the area each time. It follows the
+// rule of the directory snapshots (dircache.go): it is reused only while
+// the area's directory keeps the stamp it had when it was read, and only
+// if that stamp was already settled then. Any change (this process's own
+// hidden writes and deletes, or another process opening the same tree;
+// NFS cannot see the area) makes the next listing read it again, which
+// costs one metadata read per hidden key.
 type hiddenIndex struct {
 	mu      sync.Mutex
 	buckets map[string]*hiddenSet
@@ -92,7 +94,7 @@ type hiddenIndex struct {
 
 type hiddenSet struct {
 	mu     sync.Mutex
-	keys   []string // sorted
+	keys   []string // sorted; never modified in place (listings keep it)
 	stamp  dirStamp
 	loaded bool
 }
@@ -119,47 +121,17 @@ func (h *hiddenIndex) forget(bucket string) {
 }
 
 // hiddenAround returns a wrapper for the one system call (a rename into
-// or an unlink from the hidden area of bucket) that changes key's entry,
-// and records its effect in the index: present after it if add, absent if
-// not. Only that call runs under the bucket's lock (fsyncs stay outside).
-// The index stays trusted only if nobody else changed the directory since
-// it was last read.
-func (b *Backend) hiddenAround(bucket, key string, add bool) func(do func() error) error {
+// or an unlink from the hidden area of bucket) that changes an entry:
+// it runs under the bucket's index lock, so a listing never reads the area
+// half way through it, and drops the index. Only that call runs under the
+// lock (fsyncs stay outside).
+func (b *Backend) hiddenAround(bucket string) func(do func() error) error {
 	return func(do func() error) error {
 		s := b.hidden.set(bucket)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		dir := b.hiddenKeys(bucket)
-		if s.loaded {
-			if st, err := statStamp(dir); err != nil || st != s.stamp {
-				s.loaded = false
-			}
-		}
-		if err := do(); err != nil {
-			return err
-		}
-		if !s.loaded {
-			return nil
-		}
-		// Copy on write: a listing may still be merging the old slice.
-		i := sort.SearchStrings(s.keys, key)
-		has := i < len(s.keys) && s.keys[i] == key
-		switch {
-		case add && !has:
-			nk := make([]string, 0, len(s.keys)+1)
-			nk = append(append(append(nk, s.keys[:i]...), key), s.keys[i:]...)
-			s.keys = nk
-		case !add && has:
-			nk := make([]string, 0, len(s.keys)-1)
-			s.keys = append(append(nk, s.keys[:i]...), s.keys[i+1:]...)
-		}
-		st, err := statStamp(dir)
-		if err != nil {
-			s.loaded = false
-			return nil
-		}
-		s.stamp = st
-		return nil
+		s.loaded = false
+		return do()
 	}
 }
 
@@ -170,6 +142,7 @@ func (b *Backend) hiddenList(bucket string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := b.hiddenKeys(bucket)
+	now := time.Now()
 	st, err := statStamp(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
@@ -181,8 +154,8 @@ func (b *Backend) hiddenList(bucket string) ([]string, error) {
 	if s.loaded && st == s.stamp {
 		return s.keys, nil
 	}
-	// Read the stamp before the directory: a change while reading makes
-	// the stamp differ next time, so it is read again then.
+	// The stamp was read before the directory: a change while reading
+	// makes it differ next time, so the area is read again then.
 	d, err := openDir(dir)
 	if err != nil {
 		return nil, nil
@@ -202,7 +175,7 @@ func (b *Backend) hiddenList(bucket string) ([]string, error) {
 		}
 	}
 	sort.Strings(keys)
-	s.keys, s.stamp, s.loaded = keys, st, true
+	s.keys, s.stamp, s.loaded = keys, st, st.settled(now)
 	return keys, nil
 }
 

@@ -355,7 +355,7 @@ func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []stri
 		changed = append(changed, c...)
 	}
 	rec.Key = loc.key
-	return b.publishMode(f, loc.hidden, changed, rec, noReplace, false, b.hiddenAround(loc.bucket, loc.key, true))
+	return b.publishMode(f, loc.hidden, changed, rec, noReplace, false, b.hiddenAround(loc.bucket))
 }
 
 // dropHidden removes the hidden copy of a key that now has a plain file.
@@ -528,7 +528,7 @@ func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
 
 // unlinkHidden removes key's file in the hidden area.
 func (b *Backend) unlinkHidden(loc keyLoc) error {
-	return b.unlinkObject(loc.bucket, loc.key, loc.hidden, false, b.hiddenAround(loc.bucket, loc.key, false))
+	return b.unlinkObject(loc.bucket, loc.key, loc.hidden, false, b.hiddenAround(loc.bucket))
 }
 
 // unlinkObject removes the object file p, its sidecar and (cleanParents)
