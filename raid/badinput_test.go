@@ -178,3 +178,22 @@ func TestGarbageMemberVerifiedReads(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledFlushFailsNoMember: a caller that gives up (its context is
+// cancelled) makes member flushes fail, but that is not the members'
+// fault: none may be marked failed.
+func TestCancelledFlushFailsNoMember(t *testing.T) {
+	_, ds := mems(3, memOff+8*chunkT)
+	a, err := CreateWith(context.Background(), Options{Level: 5, Chunk: chunkT, NoJournal: true}, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("flush with a cancelled context: %v", err)
+	}
+	if st := a.Status(); len(st.Failed) != 0 || st.Stopped {
+		t.Fatalf("a cancelled flush failed members: %+v", st)
+	}
+}

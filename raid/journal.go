@@ -303,6 +303,9 @@ func (j *journal) checkpoint(ctx context.Context) error {
 // journal checkpoint on every member and resets the rings (j.mu held,
 // released while waiting and doing I/O; j.busy ours).
 func (j *journal) checkpointLocked(ctx context.Context) error {
+	// Other writers' records wait on this checkpoint: one caller giving up
+	// must not fail it for them.
+	ctx = context.WithoutCancel(ctx)
 	for j.applying > 0 {
 		j.cond.Wait()
 	}

@@ -132,6 +132,9 @@ func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, erro
 }
 
 func (m *memDevice) Flush(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // as a remote member would: the request was abandoned
+	}
 	if !m.pw.io(true) {
 		return errPowerCut
 	}

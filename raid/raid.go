@@ -555,6 +555,9 @@ func (a *Array) flushMembers(ctx context.Context) error {
 	var fmu sync.Mutex
 	_ = parallel(context.WithoutCancel(ctx), len(live), func(k int) error {
 		if err := a.devs[live[k]].Flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // the caller gave up; the member did nothing wrong
+			}
 			if e := a.fail(ctx, live[k], err); e != nil {
 				fmu.Lock()
 				ferr = e
