@@ -162,6 +162,7 @@ func (b *Backend) hiddenList(bucket string) ([]string, error) {
 	}
 	names, err := d.Readdirnames(-1)
 	d.Close()
+	b.dirs.read.Add(int64(len(names)))
 	if err != nil {
 		return nil, err
 	}
