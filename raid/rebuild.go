@@ -246,6 +246,8 @@ func (a *Array) checkpoint(ctx context.Context, idx int, done bool) error {
 	a.mu.Lock()
 	pos := a.rebPos
 	a.mu.Unlock()
+	// Recorded even if the caller is giving up: that is what resume needs.
+	ctx = context.WithoutCancel(ctx)
 	if err := a.devs[idx].Flush(ctx); err != nil {
 		if ferr := a.fail(ctx, idx, err); ferr != nil {
 			return ferr

@@ -237,3 +237,40 @@ func TestRAID1(t *testing.T) {
 		t.Fatalf("RAID-1 check after repair: %v %v", mm, err)
 	}
 }
+
+// TestRebuildCancelAtCheckpoint: cancelling a rebuild while it records a
+// checkpoint leaves the checkpoint recorded and the new member in place
+// (not failed), so Resume continues from there.
+func TestRebuildCancelAtCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	ms, ds := mems(3, memOff+200*chunkT)
+	a, err := testCreate(ctx, 5, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms[2].setFailed(true)
+	if err := a.Fail(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newMem(memOff + 200*chunkT)
+	cctx, cancel := context.WithCancel(ctx)
+	// Cancel as the 64th row is done, before its checkpoint flush.
+	fresh.drop = func(off int64, n int) bool {
+		if off == a.moff(63, 0) {
+			cancel()
+		}
+		return false
+	}
+	if err := a.Replace(cctx, 2, fresh, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled replace: %v", err)
+	}
+	if slot, pos := a.Rebuilding(); slot != 2 || pos != 64*chunkT {
+		t.Fatalf("after cancel: rebuilding slot %d at %d, want slot 2 at the checkpoint %d", slot, pos, 64*chunkT)
+	}
+	if err := a.Resume(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Status(); len(st.Failed) != 0 {
+		t.Fatalf("after resume: %+v", st)
+	}
+}
