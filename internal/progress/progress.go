@@ -91,7 +91,7 @@ func (p *Progress) Add(name string, total int64, unit Unit) *Bar {
 	var counter, rate decor.Decorator
 	if unit == Bytes {
 		counter = decor.Counters(decor.SizeB1024(0), "% .1f / % .1f")
-		rate = decor.EwmaSpeed(decor.SizeB1024(0), "% .1f", 30)
+		rate = decor.AverageSpeed(decor.SizeB1024(0), "% .1f")
 	} else {
 		counter = decor.CountersNoUnit("%d / %d")
 		rate = decor.Name("")
@@ -112,7 +112,7 @@ func (b *Bar) Add(n int64) {
 	if b == nil || n == 0 {
 		return
 	}
-	b.b.EwmaIncrInt64(n, 0)
+	b.b.IncrInt64(n)
 }
 
 // SetTotal changes the bar's target (e.g. once a listing has been summed).
