@@ -3,6 +3,8 @@ package raid
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"io"
 	"strings"
@@ -89,8 +91,25 @@ func TestAssembleBadMembers(t *testing.T) {
 			}
 		})
 	}
-	// The good members still assemble in any order.
-	if _, err := Assemble(ctx, devs(A[3], A[1], A[0], A[2])); err != nil {
+	// A version-1 (write-intent bitmap) member is refused by name.
+	v1 := devs(A...)
+	sb := v1[1].(*memDevice).cur[:SuperblockSize]
+	binary.LittleEndian.PutUint32(sb[8:], 1)
+	binary.LittleEndian.PutUint32(sb[SuperblockSize-4:], crc32.Checksum(sb[:SuperblockSize-4], castagnoli))
+	if _, err := Assemble(ctx, v1); !errors.Is(err, ErrBadSuperblock) || !strings.Contains(err.Error(), "member 1: raid: bad superblock: version 1") {
+		t.Fatalf("version-1 member: %v", err)
+	}
+	// Examine of good members writes nothing; they still assemble in any order.
+	good := devs(A[3], A[1], A[0], A[2])
+	if in, err := Examine(ctx, good); err != nil || in.Dirty || in.Level != 5 {
+		t.Fatalf("examine: %+v %v", in, err)
+	}
+	for i, m := range good {
+		if len(m.(*memDevice).pending) != 0 {
+			t.Fatalf("examine wrote to member %d", i)
+		}
+	}
+	if _, err := Assemble(ctx, good); err != nil {
 		t.Fatal(err)
 	}
 }
