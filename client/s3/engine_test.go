@@ -8,22 +8,18 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tristore/tristore/internal/testutil/faultproxy"
 	"github.com/tristore/tristore/internal/testutil/s3server"
 )
 
@@ -219,91 +215,28 @@ func TestChunkTooSmallForMultipart(t *testing.T) {
 	}
 }
 
-// faultProxy forwards to the server, but answers the first fail requests
-// itself: with a 503 SlowDown, a bare status code, or a TCP reset.
-type faultProxy struct {
-	url      string
-	fail     atomic.Int64
-	mode     string // "503", "reset", or a status code like "403"
-	requests atomic.Int64
-	methods  sync.Map // "METHOD query-shape" -> count
+// newFaultProxy starts a fault proxy in front of the server whose first
+// fail requests get mode: "503", "reset", "stall", "403", or "corrupt"
+// (the first fail GETs come back with a byte flipped).
+func newFaultProxy(t *testing.T, backend, mode string, fail int) *faultproxy.Proxy {
+	px := faultproxy.Start(t, backend)
+	px.SetRule(faultRule(mode, fail))
+	return px
 }
 
-func newFaultProxy(t *testing.T, backend, mode string, fail int) *faultProxy {
-	u, _ := url.Parse(backend)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	p := &faultProxy{mode: mode}
-	p.fail.Store(int64(fail))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.requests.Add(1)
-		shape := r.Method
-		for _, q := range []string{"partNumber", "uploads", "uploadId"} {
-			if r.URL.Query().Has(q) {
-				shape += " " + q
-				break
-			}
-		}
-		v, _ := p.methods.LoadOrStore(shape, new(atomic.Int64))
-		v.(*atomic.Int64).Add(1)
-		if p.mode == "corrupt" {
-			if r.Method == http.MethodGet && p.fail.Add(-1) >= 0 {
-				rec := httptest.NewRecorder()
-				rp.ServeHTTP(rec, r)
-				body := rec.Body.Bytes()
-				if len(body) > 0 {
-					body[len(body)/2] ^= 0x40
-				}
-				for k, v := range rec.Header() {
-					w.Header()[k] = v
-				}
-				w.WriteHeader(rec.Code)
-				w.Write(body)
-				return
-			}
-			rp.ServeHTTP(w, r)
-			return
-		}
-		if p.fail.Add(-1) >= 0 {
-			io.Copy(io.Discard, r.Body)
-			switch p.mode {
-			case "reset":
-				conn, _, err := w.(http.Hijacker).Hijack()
-				if err == nil {
-					conn.(*net.TCPConn).SetLinger(0)
-					conn.Close()
-				}
-			case "stall":
-				// Answer nothing until the client gives up.
-				select {
-				case <-r.Context().Done():
-				case <-time.After(10 * time.Second):
-				}
-			case "503":
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(503)
-				io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
-			default:
-				var code int
-				fmt.Sscan(p.mode, &code)
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(code)
-				io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
-			}
-			return
-		}
-		rp.ServeHTTP(w, r) // r.Host stays the proxy's, as the client signed it
-	}))
-	t.Cleanup(srv.Close)
-	p.url = srv.URL
-	return p
-}
-
-func (p *faultProxy) count(shape string) int64 {
-	v, ok := p.methods.Load(shape)
-	if !ok {
-		return 0
+func faultRule(mode string, fail int) faultproxy.Rule {
+	n := int64(fail)
+	switch mode {
+	case "corrupt":
+		return faultproxy.FirstOf("GET", n, faultproxy.Corrupt)
+	case "reset":
+		return faultproxy.FirstN(n, faultproxy.Reset)
+	case "stall":
+		return faultproxy.FirstN(n, faultproxy.Stall)
+	case "403":
+		return faultproxy.FirstN(n, faultproxy.Denied)
 	}
-	return v.(*atomic.Int64).Load()
+	return faultproxy.FirstN(n, faultproxy.SlowDown)
 }
 
 func TestRetries(t *testing.T) {
@@ -314,7 +247,7 @@ func TestRetries(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			const fail = 3
 			px := newFaultProxy(t, ep, mode, fail)
-			cfg := testConfig(px.url, 3)
+			cfg := testConfig(px.URL, 3)
 			if mode == "reset" {
 				// Go's transport silently re-sends a GET/HEAD once when a
 				// reused connection dies before answering; with fresh
@@ -330,10 +263,10 @@ func TestRetries(t *testing.T) {
 			if res.Retries != fail || res.Requests != 2+4+fail {
 				t.Errorf("upload result %+v, want %d retries, %d requests", res, fail, 2+4+fail)
 			}
-			if got := px.requests.Load(); got != int64(res.Requests) {
+			if got := px.Total(); got != int64(res.Requests) {
 				t.Errorf("proxy saw %d requests, result says %d", got, res.Requests)
 			}
-			px.fail.Store(fail)
+			px.SetRule(faultRule(mode, fail))
 			var got memWriterAt
 			res, err = e.Download(context.Background(), "retry", key, &got)
 			if err != nil {
@@ -345,7 +278,7 @@ func TestRetries(t *testing.T) {
 			if res.Retries != fail || res.Requests != 1+4+fail {
 				t.Errorf("download result %+v", res)
 			}
-			if got := px.requests.Load(); got != int64(2+4+fail+res.Requests) {
+			if got := px.Total(); got != int64(2+4+fail+res.Requests) {
 				t.Errorf("proxy saw %d requests in all, results say %d", got, 2+4+fail+res.Requests)
 			}
 		})
@@ -359,7 +292,7 @@ func TestRetries(t *testing.T) {
 			t.Fatal(err)
 		}
 		px := newFaultProxy(t, ep, "corrupt", 1)
-		e = newEngine(t, testConfig(px.url, 1))
+		e = newEngine(t, testConfig(px.URL, 1))
 		var got memWriterAt
 		res, err := e.Download(context.Background(), "retry", "small", &got)
 		if err != nil {
@@ -371,7 +304,7 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("stall", func(t *testing.T) {
 		px := newFaultProxy(t, ep, "stall", 2)
-		cfg := testConfig(px.url, 2)
+		cfg := testConfig(px.URL, 2)
 		cfg.RequestTimeout = 300 * time.Millisecond
 		e := newEngine(t, cfg)
 		small := randBytes(17, 2*chunk+3)
@@ -390,15 +323,15 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("exhausted", func(t *testing.T) {
 		px := newFaultProxy(t, ep, "503", 100)
-		cfg := testConfig(px.url, 1)
+		cfg := testConfig(px.URL, 1)
 		cfg.Retries = 2
 		e := newEngine(t, cfg)
 		res, err := e.Upload(context.Background(), "retry", "x", bytes.NewReader([]byte("hi")), 2)
 		if err == nil || !strings.Contains(err.Error(), "SlowDown") || !strings.Contains(err.Error(), "s3://retry/x") {
 			t.Fatalf("got %v", err)
 		}
-		if res.Requests != 3 || res.Retries != 2 || px.requests.Load() != 3 {
-			t.Errorf("result %+v, proxy %d", res, px.requests.Load())
+		if res.Requests != 3 || res.Retries != 2 || px.Total() != 3 {
+			t.Errorf("result %+v, proxy %d", res, px.Total())
 		}
 	})
 }
@@ -408,13 +341,13 @@ func TestNoRetryOn4xx(t *testing.T) {
 	mkBucket(t, newEngine(t, testConfig(ep, 1)), "bbb")
 	t.Run("403", func(t *testing.T) {
 		px := newFaultProxy(t, ep, "403", 100)
-		e := newEngine(t, testConfig(px.url, 2))
+		e := newEngine(t, testConfig(px.URL, 2))
 		res, err := e.Upload(context.Background(), "bbb", "k", bytes.NewReader([]byte("x")), 1)
 		if err == nil || !strings.Contains(err.Error(), "AccessDenied") {
 			t.Fatalf("got %v", err)
 		}
-		if res.Requests != 1 || res.Retries != 0 || px.requests.Load() != 1 {
-			t.Errorf("result %+v, proxy saw %d", res, px.requests.Load())
+		if res.Requests != 1 || res.Retries != 0 || px.Total() != 1 {
+			t.Errorf("result %+v, proxy saw %d", res, px.Total())
 		}
 	})
 	t.Run("NoSuchBucket", func(t *testing.T) {
@@ -457,7 +390,7 @@ func (c *cancellingReader) ReadAt(p []byte, off int64) (int, error) {
 func TestCancelAbortsUpload(t *testing.T) {
 	ep := startServer(t)
 	px := newFaultProxy(t, ep, "503", 0)
-	e := newEngine(t, testConfig(px.url, 1))
+	e := newEngine(t, testConfig(px.URL, 1))
 	mkBucket(t, e, "ccc")
 	data := randBytes(11, 4*chunk)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -467,10 +400,10 @@ func TestCancelAbortsUpload(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if n := px.count("PUT partNumber"); n < 2 {
+	if n := px.Count("PUT partNumber"); n < 2 {
 		t.Fatalf("only %d parts uploaded before the cancel; the test proves nothing", n)
 	}
-	if n := px.count("DELETE uploadId"); n != 1 {
+	if n := px.Count("DELETE uploadId"); n != 1 {
 		t.Errorf("%d aborts sent, want 1", n)
 	}
 	out, err := e.API().ListMultipartUploads(context.Background(), &awss3.ListMultipartUploadsInput{Bucket: aws.String("ccc")})

@@ -27,6 +27,8 @@ const (
 	Internal              // 500 with an S3 InternalError body
 	Reset                 // close the connection with a TCP RST, no answer
 	Stall                 // answer nothing until the client gives up (at most StallLimit)
+	Denied                // 403 with an S3 AccessDenied body
+	Corrupt               // forward, but flip one byte in the middle of the answer's body
 )
 
 // StallLimit bounds a Stall, so a client without timeouts cannot hang a test.
@@ -80,6 +82,8 @@ func Start(t testing.TB, backend string) *Proxy {
 		}
 		if f != Pass {
 			p.faults.Add(1)
+		}
+		if f != Pass && f != Corrupt {
 			io.Copy(io.Discard, io.LimitReader(r.Body, 256<<20))
 		}
 		switch f {
@@ -89,6 +93,20 @@ func Start(t testing.TB, backend string) *Proxy {
 			s3Error(w, 503, "SlowDown", "Please reduce your request rate.")
 		case Internal:
 			s3Error(w, 500, "InternalError", "We encountered an internal error. Please try again.")
+		case Denied:
+			s3Error(w, 403, "AccessDenied", "Access Denied")
+		case Corrupt:
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			if len(body) > 0 {
+				body[len(body)/2] ^= 0x40
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(body)
 		case Reset:
 			reset(w)
 		case Stall:
@@ -169,6 +187,16 @@ func FirstN(n int64, f Fault) Rule {
 	var seen atomic.Int64
 	return func(string, int64, *http.Request) Fault {
 		if seen.Add(1) <= n {
+			return f
+		}
+		return Pass
+	}
+}
+
+// FirstOf faults the first n requests of shape with f, then passes.
+func FirstOf(shape string, n int64, f Fault) Rule {
+	return func(s string, c int64, _ *http.Request) Fault {
+		if s == shape && c <= n {
 			return f
 		}
 		return Pass
