@@ -106,7 +106,7 @@ func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.C
 	var err error
 	c.CacheSize = 1 << 30
 	if cfg.GetString("cache-size") != "" { // volume create has no cache to size
-		if c.CacheSize, err = cfgSize("cache-size", 64<<20, 1<<50); err != nil {
+		if c.CacheSize, err = cfgSize("cache-size", 1<<20, 1<<50); err != nil {
 			return c, err
 		}
 	}
