@@ -17,7 +17,8 @@ import (
 // model; at a random member I/O the power is cut (every later member I/O
 // fails and does nothing), each member then keeps a random subset of its
 // unflushed writes (so a stripe write may have reached only some members),
-// a member may be lost with the crash, and the array is assembled again.
+// a member may be lost with the crash, and the array is assembled again
+// (sometimes with a second power cut during that recovery, then again).
 // What it must then hold:
 //   - RAID-1/5 (journaled, so a write is durable when acknowledged): every
 //     acknowledged write exactly; a write in flight at the cut, per block,
@@ -154,9 +155,24 @@ func crashRound(ctx context.Context, seed uint64, c crashCase) error {
 		}
 	}
 	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	recrash := r.IntN(3) == 0
+	if recrash {
+		// A second power cut, during recovery (replay, superblock updates):
+		// recovery must be repeatable.
+		pw2 := &power{left: 1 + r.IntN(30)}
+		for _, d := range out {
+			d.(*memDevice).pw = pw2
+		}
+		_, _ = Assemble(ctx, out)
+		pw2.cut()
+		for i, d := range out {
+			d.(*memDevice).crash(func() bool { return r.IntN(2) == 0 })
+			out[i] = d.(*memDevice).reopen()
+		}
+	}
 	b, err := Assemble(ctx, out)
 	if err != nil {
-		return fmt.Errorf("assemble after the crash (lost slot %d): %w", lost, err)
+		return fmt.Errorf("assemble after the crash (lost slot %d, crash during recovery %v): %w", lost, recrash, err)
 	}
 	got := make([]byte, size)
 	if _, err := b.ReadAt(ctx, got, 0); err != nil {
@@ -184,7 +200,7 @@ func crashRound(ctx context.Context, seed uint64, c crashCase) error {
 			}
 		}
 		if !ok {
-			return fmt.Errorf("block %d after recovery (lost slot %d, %d records replayed, %d dropped) is neither the acknowledged data nor an in-flight write", blk, lost, b.replayed.Replayed, b.replayed.Dropped)
+			return fmt.Errorf("block %d after recovery (lost slot %d, crash during recovery %v, %d records replayed, %d dropped) is neither the acknowledged data nor an in-flight write", blk, lost, recrash, b.replayed.Replayed, b.replayed.Dropped)
 		}
 	}
 	if c.level == 0 {
