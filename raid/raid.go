@@ -128,15 +128,25 @@ type Status struct {
 	JournalSeq      uint64
 	JournalReplayed int
 	JournalDropped  int
+	// Since open: records committed, batches written (group commit puts
+	// concurrent writers' records in one batch), ring checkpoints.
+	JournalRecords, JournalBatches, JournalCheckpoints uint64
 }
 
 // Status reports the array state.
 func (a *Array) Status() Status {
+	var rec, bat, ck uint64
+	if a.jnl != nil {
+		a.jnl.mu.Lock()
+		rec, bat, ck = a.jnl.records, a.jnl.batches, a.jnl.checkpoints
+		a.jnl.mu.Unlock()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := Status{Level: a.level, Chunk: int(a.chunk), Members: a.n, Size: a.Size(), Events: a.events,
 		Rebuilding: a.rebuild, RebuildPos: a.rebPos * a.chunk, Stopped: a.stopped, JournalSeq: a.jck,
-		JournalReplayed: a.replayed.Replayed, JournalDropped: a.replayed.Dropped}
+		JournalReplayed: a.replayed.Replayed, JournalDropped: a.replayed.Dropped,
+		JournalRecords: rec, JournalBatches: bat, JournalCheckpoints: ck}
 	if a.jnl != nil {
 		st.JournalSize = a.jnl.size
 	}

@@ -188,6 +188,44 @@ func TestConcurrentStripeWrites(t *testing.T) {
 	}
 }
 
+// TestGroupCommit: writers of different stripes share journal batches (one
+// ring write and flush per member for many records).
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	ms, ds := mems(4, memOff+16*chunkT)
+	a, err := testCreate(ctx, 5, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		m.delay = 200 * time.Microsecond
+	}
+	const G = 8
+	errs := make(chan error, G)
+	for g := range G {
+		go func() {
+			p := bytes.Repeat([]byte{byte(g)}, 512)
+			for i := range 20 {
+				if _, err := a.WriteAt(ctx, p, int64(g*2+i%2)*3*chunkT); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range G {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := a.Status()
+	t.Logf("journal: %d records in %d batches, %d checkpoints", st.JournalRecords, st.JournalBatches, st.JournalCheckpoints)
+	if st.JournalRecords != G*20 || st.JournalBatches*2 > st.JournalRecords {
+		t.Fatalf("journal: %d records in %d batches: concurrent writers did not share batches", st.JournalRecords, st.JournalBatches)
+	}
+}
+
 // TestDegraded: a member fails at a random point; reads reconstruct, writes
 // continue, the failure is recorded, and a second failure stops the array.
 func TestDegraded(t *testing.T) {
