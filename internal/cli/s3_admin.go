@@ -123,7 +123,14 @@ func s3List(ctx context.Context, cmd *cobra.Command, s *s3Session, u s3URL, recu
 		in.ContinuationToken = page.NextContinuationToken
 	}
 	if js {
-		return json.NewEncoder(out).Encode(res)
+		if err := json.NewEncoder(out).Encode(res); err != nil {
+			return err
+		}
+	}
+	// As aws-cli and s5cmd: a prefix that matches nothing is exit 1, so
+	// `ls s3://b/key` can test for an object; an empty bucket is not.
+	if u.Key != "" && len(res.Objects) == 0 && len(res.Prefixes) == 0 {
+		return failedErr(fmt.Errorf("ls %s: no objects under this prefix", u))
 	}
 	return nil
 }

@@ -171,6 +171,10 @@ func TestS3CommandsLoopback(t *testing.T) {
 	if want := []string{"tree/a.txt", "tree/big.bin", "tree/empty", "tree/sub/b.bin", "tree/sub/deep/c"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("ls -r keys %v, want %v", keys, want)
 	}
+	_, errOut := s3Run(t, 1, "ls", "s3://cmds/tree/nothing")
+	if !strings.Contains(errOut, "no objects") {
+		t.Errorf("ls of a prefix with nothing under it: %q", errOut)
+	}
 	out, _ = s3Run(t, 0, "ls")
 	if !strings.Contains(out, " cmds") {
 		t.Errorf("ls buckets: %q", out)
@@ -255,7 +259,7 @@ func TestS3CommandsLoopback(t *testing.T) {
 
 	// rm one, rm a prefix with a filter, rb refuses a non-empty bucket.
 	s3Run(t, 0, "rm", "s3://cmds/tree/a.txt")
-	_, errOut := s3Run(t, 1, "rm", "s3://cmds/tree/a.txt")
+	_, errOut = s3Run(t, 1, "rm", "s3://cmds/tree/a.txt")
 	if !strings.Contains(errOut, "s3://cmds/tree/a.txt") {
 		t.Errorf("rm of a missing key: %q", errOut)
 	}

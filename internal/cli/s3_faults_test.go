@@ -108,7 +108,7 @@ func TestS3Faults(t *testing.T) {
 		if n := uploads(); n != 0 {
 			t.Errorf("%d uploads left", n)
 		}
-		if out, _ := s3Run(t, 0, "ls", "--recursive", "s3://faults/aborted"); out != "" {
+		if out, _ := s3Run(t, 1, "ls", "--recursive", "s3://faults/aborted"); out != "" {
 			t.Errorf("aborted upload published: %q", out)
 		}
 	})
