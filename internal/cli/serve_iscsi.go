@@ -34,6 +34,7 @@ func init() {
 			sizeFlag(fs, "iscsi-max-burst", 1<<20, "MaxBurstLength the target offers (512 to 2^24-1 bytes)")
 			fs.Duration("iscsi-nop-interval", 30*time.Second, "ping idle connections with NOP-In this often (0 disables)")
 			raidServeFlags(fs)
+			diskServeFlags(fs)
 		},
 		Build: buildISCSI,
 	})
@@ -72,13 +73,21 @@ func buildISCSI(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// RAID arrays (--raid) and volumes on data disks (--disks) are served
+	// by the gateway beside the remote volumes.
 	var extra iscsitgt.ExtraVolumes = &cloudVolumes{data: env.DataDir, log: env.Log}
-	var gw *raidGateway
-	if len(specs) > 0 {
-		if gw, err = startRaidGateway(ctx, env.Log, specs, extra); err != nil {
-			return nil, err
-		}
+	gw := newGateway(env.Log, extra)
+	if err := startRaidGateway(ctx, gw, specs); err != nil {
+		return nil, errors.Join(err, gw.close())
+	}
+	if err := openDiskVolumes(ctx, env.Log, env.DataDir, gw); err != nil {
+		return nil, errors.Join(err, gw.close())
+	}
+	if len(gw.arrays) > 0 {
 		extra = gw
+	} else {
+		gw.cancel()
+		gw = nil
 	}
 	srv, err := iscsitgt.New(iscsitgt.Config{
 		Store:                    env.Store,

@@ -83,21 +83,24 @@ func parseRaidSpecs(vals []string) ([]raidSpec, error) {
 	return out, nil
 }
 
-// gwArray is one assembled array.
+// gwArray is one device the gateway owns: an assembled array (--raid) or
+// a volume on the data disks (--disks, serve_disks.go).
 type gwArray struct {
 	name   string
-	a      *raid.Array
+	iqn    string
+	dev    blockdev.Device
 	serial string
 }
 
-// raidGateway serves the assembled arrays as extra iSCSI targets and hands
-// every other target name to next (the remote volumes).
+// raidGateway serves the assembled arrays and disk volumes as extra iSCSI
+// targets and hands every other target name to next (the remote volumes).
 type raidGateway struct {
 	log    *slog.Logger
-	arrays map[string]*gwArray
+	arrays map[string]*gwArray // by lower-case IQN
 	next   iscsitgt.ExtraVolumes
 
-	cancel context.CancelFunc // stops background rebuilds
+	bg     context.Context // background rebuilds; cancelled by close
+	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -124,19 +127,18 @@ func openGatewayMember(ctx context.Context, m string, timeout time.Duration) (bl
 	return iscsi.Open(ctx, c)
 }
 
-// startRaidGateway assembles every --raid array. On error nothing is left
-// open.
-func startRaidGateway(ctx context.Context, log *slog.Logger, specs []raidSpec, next iscsitgt.ExtraVolumes) (*raidGateway, error) {
+// startRaidGateway assembles every --raid array into g. On error the
+// caller closes g.
+func startRaidGateway(ctx context.Context, g *raidGateway, specs []raidSpec) error {
+	log := g.log
 	timeout := cfg.GetDuration("raid-member-timeout")
 	if timeout <= 0 {
-		return nil, fmt.Errorf("--raid-member-timeout %v: must be positive", timeout)
+		return fmt.Errorf("--raid-member-timeout %v: must be positive", timeout)
 	}
 	rate, err := cfgSize("raid-rebuild-rate", 0, 1<<40)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g := &raidGateway{log: log, arrays: map[string]*gwArray{}, next: next, cancel: cancel}
 	for _, s := range specs {
 		var devs []blockdev.Device
 		var missing []string
@@ -150,21 +152,18 @@ func startRaidGateway(ctx context.Context, log *slog.Logger, specs []raidSpec, n
 			devs = append(devs, d)
 		}
 		if len(devs) == 0 {
-			g.close()
-			return nil, fmt.Errorf("raid %s: none of its %d members could be opened", s.name, len(s.members))
+			return fmt.Errorf("raid %s: none of its %d members could be opened", s.name, len(s.members))
 		}
 		a, err := raid.Assemble(ctx, devs)
 		if err != nil {
 			closeAll(devs)
-			g.close()
 			if len(missing) > 0 {
-				return nil, fmt.Errorf("raid %s: %w (members not opened: %s)", s.name, err, strings.Join(missing, ", "))
+				return fmt.Errorf("raid %s: %w (members not opened: %s)", s.name, err, strings.Join(missing, ", "))
 			}
-			return nil, fmt.Errorf("raid %s: %w", s.name, err)
+			return fmt.Errorf("raid %s: %w", s.name, err)
 		}
 		a.SetRebuildRate(rate)
-		sum := sha256.Sum256([]byte("tristore-raid:" + s.name))
-		g.arrays[s.name] = &gwArray{name: s.name, a: a, serial: hex.EncodeToString(sum[:8])}
+		g.add(s.name, RaidIQN(s.name), a)
 		st := a.Status()
 		log.Info("raid: array assembled", "array", s.name, "level", st.Level, "members", st.Members, "size", st.Size,
 			"events", st.Events, "journal_replayed", st.JournalReplayed, "journal_dropped", st.JournalDropped, "target", RaidIQN(s.name))
@@ -172,30 +171,50 @@ func startRaidGateway(ctx context.Context, log *slog.Logger, specs []raidSpec, n
 			log.Warn("raid: array is DEGRADED: reads of the failed slots are reconstructed from parity and one more member loss stops it; "+
 				"stop serve and run `tristore raid replace` to rebuild", "array", s.name, "failed_slots", st.Failed, "members_not_opened", missing)
 		}
-		if slot, pos := a.Rebuilding(); slot >= 0 {
-			log.Info("raid: resuming the recorded rebuild in the background", "array", s.name, "slot", slot, "from_byte", pos)
-			g.wg.Add(1)
-			go func() {
-				defer g.wg.Done()
-				last := -1
-				err := a.Resume(bg, func(done, total int64) {
-					if pct := int(done * 10 / total); pct != last {
-						last = pct
-						log.Info("raid: rebuild", "array", s.name, "slot", slot, "done", done, "total", total)
-					}
-				})
-				switch {
-				case err == nil:
-					log.Info("raid: rebuild verified; array in sync", "array", s.name, "slot", slot)
-				case bg.Err() != nil:
-					log.Info("raid: rebuild paused at shutdown; it resumes at the next start", "array", s.name, "slot", slot)
-				default:
-					log.Error("raid: rebuild failed", "array", s.name, "slot", slot, "err", err)
-				}
-			}()
-		}
+		g.resume(s.name, a)
 	}
-	return g, nil
+	return nil
+}
+
+func newGateway(log *slog.Logger, next iscsitgt.ExtraVolumes) *raidGateway {
+	bg, cancel := context.WithCancel(context.Background())
+	return &raidGateway{log: log, arrays: map[string]*gwArray{}, next: next, bg: bg, cancel: cancel}
+}
+
+// add registers dev as the target iqn; the gateway closes it at shutdown.
+func (g *raidGateway) add(name, iqn string, dev blockdev.Device) {
+	sum := sha256.Sum256([]byte("tristore-gateway:" + strings.ToLower(iqn)))
+	g.arrays[strings.ToLower(iqn)] = &gwArray{name: name, iqn: iqn, dev: dev, serial: hex.EncodeToString(sum[:8])}
+}
+
+// resume continues a rebuild recorded in a's superblocks in the
+// background while the array is served.
+func (g *raidGateway) resume(name string, a *raid.Array) {
+	slot, pos := a.Rebuilding()
+	if slot < 0 {
+		return
+	}
+	log := g.log
+	log.Info("raid: resuming the recorded rebuild in the background", "array", name, "slot", slot, "from_byte", pos)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		last := -1
+		err := a.Resume(g.bg, func(done, total int64) {
+			if pct := int(done * 10 / total); pct != last {
+				last = pct
+				log.Info("raid: rebuild", "array", name, "slot", slot, "done", done, "total", total)
+			}
+		})
+		switch {
+		case err == nil:
+			log.Info("raid: rebuild verified; array in sync", "array", name, "slot", slot)
+		case g.bg.Err() != nil:
+			log.Info("raid: rebuild paused at shutdown; it resumes at the next start", "array", name, "slot", slot)
+		default:
+			log.Error("raid: rebuild failed", "array", name, "slot", slot, "err", err)
+		}
+	}()
 }
 
 // close stops background rebuilds and closes every array cleanly (once).
@@ -205,7 +224,7 @@ func (g *raidGateway) close() error {
 		g.cancel()
 		g.wg.Wait()
 		for _, ga := range g.arrays {
-			if cerr := ga.a.Close(); cerr != nil {
+			if cerr := ga.dev.Close(); cerr != nil {
 				g.log.Error("raid: closing array", "array", ga.name, "err", cerr)
 				err = errors.Join(err, fmt.Errorf("raid %s: %w", ga.name, cerr))
 				continue
@@ -219,8 +238,8 @@ func (g *raidGateway) close() error {
 // Targets lists the arrays' IQNs, then next's.
 func (g *raidGateway) Targets(ctx context.Context) ([]string, error) {
 	var out []string
-	for name := range g.arrays {
-		out = append(out, RaidIQN(name))
+	for _, ga := range g.arrays {
+		out = append(out, ga.iqn)
 	}
 	sort.Strings(out)
 	if g.next == nil {
@@ -233,25 +252,25 @@ func (g *raidGateway) Targets(ctx context.Context) ([]string, error) {
 // Open hands a login the array behind iqn. The device it returns does not
 // close the array when the last session ends (the gateway owns it).
 func (g *raidGateway) Open(ctx context.Context, iqn string) (blockdev.Device, string, bool, error) {
-	b, name, ok := iscsitgt.ParseTargetName(iqn)
-	if !ok || b != raidBucket {
-		if g.next == nil {
-			return nil, "", false, nil
-		}
-		return g.next.Open(ctx, iqn)
+	if ga := g.arrays[strings.ToLower(iqn)]; ga != nil {
+		return servedDev{ga.dev}, ga.serial, true, nil
 	}
-	ga := g.arrays[name]
-	if ga == nil {
-		return nil, "", false, fmt.Errorf("%w: no RAID array %s on this gateway", filelun.ErrNotVolume, name)
+	if b, name, ok := iscsitgt.ParseTargetName(iqn); ok && (b == raidBucket || b == diskBucket) {
+		return nil, "", false, fmt.Errorf("%w: no volume %s (%s) on this gateway", filelun.ErrNotVolume, name, b)
 	}
-	return servedArray{ga.a}, ga.serial, true, nil
+	if g.next == nil {
+		return nil, "", false, nil
+	}
+	return g.next.Open(ctx, iqn)
 }
 
-// servedArray is an array as one target sees it: Close (the last session
-// left) only flushes.
-type servedArray struct{ *raid.Array }
+// servedDev is a gateway device as one target sees it: Close (the last
+// session left) only flushes; the gateway closes the device at shutdown.
+// The optional interfaces the SCSI layer looks for (FUA, unmap) are not
+// passed through: a plain Device is what the arrays promise.
+type servedDev struct{ blockdev.Device }
 
-func (s servedArray) Close() error { return s.Flush(context.Background()) }
+func (s servedDev) Close() error { return s.Flush(context.Background()) }
 
 // gatewayServer closes the arrays after the iSCSI server has stopped and
 // its sessions have drained.
@@ -281,6 +300,6 @@ func (s *gatewayServer) Close() error {
 
 var (
 	_ iscsitgt.ExtraVolumes = (*raidGateway)(nil)
-	_ blockdev.Device       = servedArray{}
+	_ blockdev.Device       = servedDev{}
 	_ frontend.Server       = (*gatewayServer)(nil)
 )

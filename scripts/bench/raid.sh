@@ -76,13 +76,13 @@ run_iozone() {
         >"$WORK/run.log" 2>&1) || bench_fail "$s failed in round $r: $(tail -5 "$WORK/run.log")"
       args=()
       for t in ${threads//,/ }; do
-        while read -r name val; do
+        while IFS=$'\t' read -r name val; do
           args+=(-v "$t thread(s): $name, MB/s=$val")
         done < <(python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))["mean"][sys.argv[2]]
 for k in ("Average", "Write", "Read", "RandWrite", "RandRead"):
-    print({"Average": "iozone average", "Write": "write", "Read": "read", "RandWrite": "random write", "RandRead": "random read"}[k], m[k])' "$WORK/res.json" "$t")
+    print({"Average": "iozone average", "Write": "write", "Read": "read", "RandWrite": "random write", "RandRead": "random read"}[k], m[k], sep="\t")' "$WORK/res.json" "$t")
       done
       bench_record "$r" "$s" "$lb" -json "$WORK/res.json" "${args[@]}"
     done
