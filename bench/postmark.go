@@ -251,7 +251,7 @@ func (in *pmInstance) usedSlot() (int, error) {
 }
 
 // create is PostMark's create_file: name, then size, then the write.
-func (in *pmInstance) create(ctx context.Context, r *Runner, rec *Recorder, fo FileOps) error {
+func (in *pmInstance) create(ctx context.Context, rec *Recorder, fo FileOps) error {
 	slot := in.freeSlot()
 	if slot < 0 {
 		return nil // the table is full: PostMark does nothing
@@ -319,7 +319,7 @@ func (in *pmInstance) transaction(ctx context.Context, r *Runner, rec *Recorder,
 	}
 	if in.pm.BiasCreate != -1 {
 		if in.rng.rnd(10) < in.pm.BiasCreate {
-			return in.create(ctx, r, rec, fo)
+			return in.create(ctx, rec, fo)
 		}
 		slot, err := in.usedSlot()
 		if err != nil {
@@ -375,7 +375,7 @@ func postMarkStep(ctx context.Context, r *Runner, pm PostMark, n int, fo fileOps
 	if err := r.Programs(ctx, Step{Phase: "create", Threads: n}, n*pm.Number,
 		func(ctx context.Context, w int, rec *Recorder) error {
 			for range pm.Number {
-				if err := ins[w].create(ctx, r, rec, fo); err != nil {
+				if err := ins[w].create(ctx, rec, fo); err != nil {
 					return err
 				}
 			}
