@@ -105,9 +105,102 @@ run_xor() {
   done
 }
 
+# pm_up LAYOUT: serve --disks over five directories with LAYOUT, its
+# volumes mounted (tristore mount iscsi:// + loop + ext4) on $WORK/pm/mnt-*;
+# sets PM_DIRS (the instance directories' parents, one per volume).
+pm_up() {
+  local layout=$1 base=$WORK/pm-$1 i vols=() v addr
+  rm -rf "$base"
+  mkdir -p "$base/data"
+  local disks=()
+  for i in 1 2 3 4 5; do
+    mkdir -p "$base/disk$i"
+    disks+=("$base/disk$i")
+  done
+  if [ "$layout" = independent ]; then
+    for i in 1 2 3 4 5; do vols+=("v$i=256Mi"); done
+  else
+    vols=("v1=1Gi")
+  fi
+  local vflags=()
+  for v in "${vols[@]}"; do vflags+=(--disk-volume "$v"); done
+  XDG_CONFIG_HOME=$WORK/cfg "$WORK/tristore" serve --data "$base/data" --ready-file "$base/ready.json" \
+    --iscsi-addr 127.0.0.1:0 --s3-addr off --nfs-addr off --admin-addr off \
+    --disks "$(IFS=,; echo "${disks[*]}")" --layout "$layout" "${vflags[@]}" >"$base/serve.log" 2>&1 &
+  PIDS+=($!)
+  for i in $(seq 1 300); do [ -s "$base/ready.json" ] && break; sleep 0.1; done
+  addr=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iscsi"])' "$base/ready.json") ||
+    bench_fail "serve --layout $layout did not start: $(tail -5 "$base/serve.log")"
+  PM_DIRS=()
+  for v in "${vols[@]}"; do
+    v=${v%%=*}
+    mkdir -p "$base/fuse-$v" "$base/mnt-$v"
+    XDG_CONFIG_HOME=$WORK/cfg "$WORK/tristore" mount "iscsi://$addr/iqn.2026-11.io.tristore:-disk:$v/0" "$base/fuse-$v" \
+      >"$base/mount-$v.log" 2>&1 &
+    PIDS+=($!)
+    for i in $(seq 1 300); do [ -e "$base/fuse-$v/lun" ] && break; sleep 0.1; done
+    [ -e "$base/fuse-$v/lun" ] || bench_fail "mount of $v failed: $(tail -5 "$base/mount-$v.log")"
+    local l
+    l=$(losetup -f --show "$base/fuse-$v/lun")
+    LOOPS+=("$l")
+    mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 "$l"
+    mount -t ext4 "$l" "$base/mnt-$v"
+    MNTS+=("$base/mnt-$v")
+    PM_DIRS+=("$base/mnt-$v")
+  done
+}
+
+# pm_down: unmount everything pm_up made and stop its processes.
+pm_down() {
+  local m l p
+  for m in "${MNTS[@]}"; do umount "$m" || umount -l "$m"; done
+  for l in "${LOOPS[@]}"; do losetup -d "$l" || true; done
+  sleep 0.5
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  MNTS=() LOOPS=() PIDS=()
+}
+
+run_postmark() {
+  local rounds=${1:-2} instances=${2:-1,2,3,4,5} tx=${3:-2000}
+  bench_need_cmd postmark "apt-get install postmark"
+  bench_need_cmd mkfs.ext4 "apt-get install e2fsprogs"
+  local pmv
+  pmv=$(dpkg-query -W -f '${Version}' postmark 2>/dev/null || echo unknown)
+  bench_machine "sudo scripts/bench/raid.sh postmark $rounds $instances $tx" -ours independent -peer "postmark=$pmv" \
+    -note "tristore serve --disks (five directories on one local ext4) --layout L; independent: five 256 MiB volumes, one per disk, each its own ext4, instance i on volume i; raid0/raid5: one 1 GiB volume striped over the five (64 KiB chunk), one ext4, instance i in its own directory. Each volume mounted through tristore mount iscsi:// + loop. PostMark 1.51: 500 files of 500 B-10 KB, $tx transactions per instance, seed 42+i; figure = instances x $tx / wall seconds from start until every instance ended and each file system was synced (creation and deletion included); ratio = independent / layout."
+  local r layout n i t0 t1 lb
+  for r in $(seq 1 "$rounds"); do
+    for layout in $(bench_order "$r" independent raid0 raid5); do
+      echo "round $r: $layout" >&2
+      pm_up "$layout"
+      local args=()
+      for n in ${instances//,/ }; do
+        lb=$(bench_load)
+        local pids=()
+        t0=$(date +%s.%N)
+        for i in $(seq 1 "$n"); do
+          local d=${PM_DIRS[$(((i - 1) % ${#PM_DIRS[@]}))]}/pm$i
+          mkdir -p "$d"
+          printf 'set location %s\nset number 500\nset size 500 10000\nset transactions %s\nset seed %s\nrun\nquit\n' \
+            "$d" "$tx" $((42 + i)) >"$WORK/pm$i.cfg"
+          postmark "$WORK/pm$i.cfg" >"$WORK/pm$i.out" 2>&1 &
+          pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || bench_fail "postmark failed ($layout, $n instances): $(tail -3 "$WORK"/pm*.out)"; done
+        for d in "${PM_DIRS[@]}"; do sync -f "$d"; done
+        t1=$(date +%s.%N)
+        args+=(-v "$n instance(s): transactions/s=$(python3 -c "print($n * $tx / ($t1 - $t0))")")
+      done
+      bench_record "$r" "$layout" "$lb" "${args[@]}"
+      pm_down
+    done
+  done
+}
+
 case "$MODE" in
 iozone) run_iozone "${@:2}" ;;
 xor) run_xor "${@:2}" ;;
-postmark) . "$(dirname "$0")/raid-postmark.inc.sh"; run_postmark "${@:2}" ;;
+postmark) run_postmark "${@:2}" ;;
 esac
 bench_table
