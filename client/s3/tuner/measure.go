@@ -1,0 +1,355 @@
+package tuner
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	s3client "github.com/tristore/tristore/client/s3"
+)
+
+// Sample is one measured point.
+type Sample struct {
+	Point
+	// BandwidthBps is the bytes that crossed the connections in the
+	// direction measured during the window, per second (HTTP headers
+	// included: under 3 % at 16 KiB, nothing at 1 MiB).
+	BandwidthBps float64 `json:"bandwidth_Bps"`
+	// LatencyMeanS is the mean time of the requests that started and
+	// finished inside the window (0 when none did: a point whose requests
+	// outlast the window, e.g. 64 MiB on a slow link).
+	LatencyMeanS float64 `json:"latency_mean_s"`
+	Requests     int     `json:"requests"` // completed inside the window
+	// CPUSeconds is this process's CPU time (user+system) in the window.
+	CPUSeconds   float64 `json:"cpu_s"`
+	WindowS      float64 `json:"window_s"`
+	Seconds      float64 `json:"seconds"`    // what the point cost, warm-up and wind-down included
+	CostBytes    int64   `json:"cost_bytes"` // bytes moved for it, both directions
+	WindowBytes  int64   `json:"window_bytes"`
+	Errors       int     `json:"errors,omitempty"`
+}
+
+// Measurer measures points; S3Measurer against an endpoint, tests with a
+// simulated surface.
+type Measurer interface {
+	Measure(ctx context.Context, pt Point) (Sample, error)
+}
+
+// Direction is what is measured: PUTs (up) or ranged GETs (down).
+type Direction string
+
+const (
+	Up   Direction = "up"
+	Down Direction = "down"
+)
+
+// S3Measurer measures a point by running Parallel workers, each sending
+// requests of ChunkSize bytes back to back through a client/s3 engine (the
+// one the transfers use: same SDK, signing and checksums): PUTs of fresh
+// objects for Up, ranged GETs of one probe object for Down. It waits for
+// every worker to finish one request (connections open, TCP windows
+// grown) or WarmMax, counts the bytes that cross the connections during
+// Window, then cancels what is in flight. So every point costs at most
+// WarmMax + Window (+ the cancellation), whatever its size: a 64 MiB × 16
+// point is not waited out.
+type S3Measurer struct {
+	Base      s3client.Config // endpoint and credentials; chunk, parallelism, memory and HTTP client are set per point
+	Dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	Bucket    string
+	Prefix    string // keys used: Prefix + "w<n>" (Up), Prefix + "probe" (Down); removed by Cleanup
+	Direction Direction
+	Window    time.Duration // default 2 s
+	WarmMax   time.Duration // default 1.5 s
+
+	mu        sync.Mutex
+	data      []byte // random payload, grown on demand
+	probeSize int64  // size of the probe object (Down), 0: none yet
+	used      map[string]bool
+	// Overhead is what preparing cost (the Down probe object's upload).
+	OverheadSeconds float64
+	OverheadBytes   int64
+}
+
+// countConn counts the bytes read and written on a connection.
+type countConn struct {
+	net.Conn
+	rd, wr *atomic.Int64
+}
+
+func (c countConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.rd.Add(int64(n))
+	return n, err
+}
+
+func (c countConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.wr.Add(int64(n))
+	return n, err
+}
+
+// engine builds an engine for pt whose connections are counted into rd/wr.
+func (m *S3Measurer) engine(pt Point, rd, wr *atomic.Int64) (*s3client.Engine, *http.Transport, error) {
+	dial := m.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countConn{c, rd, wr}, nil
+		},
+		MaxIdleConns:        2 * pt.Parallel,
+		MaxIdleConnsPerHost: 2 * pt.Parallel,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	c := m.Base
+	c.ChunkSize = max(pt.ChunkSize, 1)
+	c.Parallelism = pt.Parallel
+	c.MaxMemory = c.ChunkSize * int64(pt.Parallel)
+	c.HTTPClient = &http.Client{Transport: tr}
+	e, err := s3client.New(c)
+	return e, tr, err
+}
+
+func (m *S3Measurer) payload(n int64) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if int64(len(m.data)) < n {
+		m.data = make([]byte, n)
+		rand.Read(m.data)
+	}
+	return m.data[:n]
+}
+
+// ensureProbe makes the Down probe object at least n bytes (4 chunks of
+// the largest size asked for, so ranged GETs land on different offsets).
+func (m *S3Measurer) ensureProbe(ctx context.Context, n int64) error {
+	m.mu.Lock()
+	have := m.probeSize
+	m.mu.Unlock()
+	if have >= n {
+		return nil
+	}
+	size := max(n, 4<<20)
+	var rd, wr atomic.Int64
+	e, tr, err := m.engine(Point{8 << 20, 8}, &rd, &wr)
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	start := time.Now()
+	data := m.payload(size)
+	_, err = e.Upload(ctx, m.Bucket, m.Prefix+"probe", bytes.NewReader(data), size)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.OverheadSeconds += time.Since(start).Seconds()
+	m.OverheadBytes += rd.Load() + wr.Load()
+	if err != nil {
+		return fmt.Errorf("tuner: writing the probe object: %w", err)
+	}
+	m.probeSize = size
+	m.markUsed(m.Prefix + "probe")
+	return nil
+}
+
+func (m *S3Measurer) markUsed(k string) {
+	if m.used == nil {
+		m.used = map[string]bool{}
+	}
+	m.used[k] = true
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// Measure runs pt (see S3Measurer).
+func (m *S3Measurer) Measure(ctx context.Context, pt Point) (Sample, error) {
+	window, warmMax := m.Window, m.WarmMax
+	if window <= 0 {
+		window = 2 * time.Second
+	}
+	if warmMax <= 0 {
+		warmMax = 1500 * time.Millisecond
+	}
+	if m.Direction == Down {
+		if err := m.ensureProbe(ctx, 4*pt.ChunkSize); err != nil {
+			return Sample{}, err
+		}
+	}
+	var rd, wr atomic.Int64
+	e, tr, err := m.engine(pt, &rd, &wr)
+	if err != nil {
+		return Sample{}, err
+	}
+	defer tr.CloseIdleConnections()
+	start := time.Now()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		mu        sync.Mutex
+		windowAt  time.Time // zero until the window opens
+		lats      []float64
+		errs      int
+		firstErr  error
+		warmed    atomic.Int64
+		allWarm   = make(chan struct{})
+		closeWarm sync.Once
+	)
+	data := m.payload(pt.ChunkSize)
+	m.mu.Lock()
+	probe := m.probeSize
+	for w := range pt.Parallel {
+		m.markUsed(fmt.Sprintf("%sw%d", m.Prefix, w))
+	}
+	m.mu.Unlock()
+	one := func(ctx context.Context, w, n int) error {
+		switch m.Direction {
+		case Down:
+			slots := probe / pt.ChunkSize
+			off := int64((w*7919+n*104729)%int(slots)) * pt.ChunkSize
+			out, err := e.API().GetObject(ctx, &awss3.GetObjectInput{Bucket: &m.Bucket, Key: aws.String(m.Prefix + "probe"),
+				Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+pt.ChunkSize-1))})
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+			return err
+		default:
+			_, err := e.Upload(ctx, m.Bucket, fmt.Sprintf("%sw%d", m.Prefix, w), bytes.NewReader(data), pt.ChunkSize)
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range pt.Parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; wctx.Err() == nil && n < 1<<20; n++ {
+				t0 := time.Now()
+				err := one(wctx, w, n)
+				t1 := time.Now()
+				if wctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				if err != nil {
+					errs++
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else if !windowAt.IsZero() && !t0.Before(windowAt) {
+					lats = append(lats, t1.Sub(t0).Seconds())
+				}
+				mu.Unlock()
+				if n == 0 && warmed.Add(1) == int64(pt.Parallel) {
+					closeWarm.Do(func() { close(allWarm) })
+				}
+				if err != nil && errs > 3*pt.Parallel {
+					return
+				}
+			}
+		}()
+	}
+	warm := time.NewTimer(warmMax)
+	select {
+	case <-allWarm:
+	case <-warm.C:
+	case <-ctx.Done():
+	}
+	warm.Stop()
+	counter := &rd
+	if m.Direction != Down {
+		counter = &wr
+	}
+	mu.Lock()
+	windowAt = time.Now()
+	mu.Unlock()
+	b0, cpu0 := counter.Load(), cpuTime()
+	t := time.NewTimer(window)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	b1, cpu1 := counter.Load(), cpuTime()
+	mu.Lock()
+	elapsed := time.Since(windowAt).Seconds()
+	nl := append([]float64(nil), lats...)
+	nerr, ferr := errs, firstErr
+	mu.Unlock()
+	cancel()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Sample{}, err
+	}
+	s := Sample{Point: pt, WindowS: elapsed, WindowBytes: b1 - b0, CPUSeconds: cpu1 - cpu0,
+		Requests: len(nl), Errors: nerr, Seconds: time.Since(start).Seconds(), CostBytes: rd.Load() + wr.Load()}
+	s.BandwidthBps = float64(s.WindowBytes) / elapsed
+	for _, l := range nl {
+		s.LatencyMeanS += l / float64(len(nl))
+	}
+	if s.WindowBytes == 0 && ferr != nil {
+		return s, fmt.Errorf("tuner: %d×%d: %w", pt.ChunkSize, pt.Parallel, ferr)
+	}
+	return s, nil
+}
+
+// Cleanup removes the objects the measurer wrote.
+func (m *S3Measurer) Cleanup(ctx context.Context) error {
+	m.mu.Lock()
+	var keys []string
+	for k := range m.used {
+		keys = append(keys, k)
+	}
+	m.used = nil
+	m.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	var rd, wr atomic.Int64
+	e, tr, err := m.engine(Point{1, 4}, &rd, &wr)
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	var errs []error
+	for i := 0; i < len(keys); i += 1000 {
+		var objs []types.ObjectIdentifier
+		for _, k := range keys[i:min(i+1000, len(keys))] {
+			objs = append(objs, types.ObjectIdentifier{Key: aws.String(k)})
+		}
+		err := e.Do(ctx, func(ctx context.Context) error {
+			_, err := e.API().DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &m.Bucket, Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+			return err
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
