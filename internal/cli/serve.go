@@ -94,6 +94,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	log := slog.Default()
+	if err := checkGatewayFlags(); err != nil {
+		return err
+	}
 	dataDir := cfg.GetString("data")
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)

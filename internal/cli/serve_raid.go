@@ -303,3 +303,15 @@ var (
 	_ blockdev.Device       = servedDev{}
 	_ frontend.Server       = (*gatewayServer)(nil)
 )
+
+// checkGatewayFlags refuses --raid and --disks when the iSCSI front end is
+// off: they would be silently ignored.
+func checkGatewayFlags() error {
+	if a := cfg.GetString("iscsi-addr"); a != "" && a != "off" {
+		return nil
+	}
+	if len(cfg.GetStringSlice("raid")) > 0 || len(cfg.GetStringSlice("disks")) > 0 || len(cfg.GetStringSlice("disk-volume")) > 0 {
+		return errors.New("--raid, --disks and --disk-volume volumes are served over iSCSI, but --iscsi-addr is off")
+	}
+	return nil
+}

@@ -168,7 +168,7 @@ run_postmark() {
   local pmv
   pmv=$(dpkg-query -W -f '${Version}' postmark 2>/dev/null || echo unknown)
   bench_machine "sudo scripts/bench/raid.sh postmark $rounds $instances $tx" -ours independent -peer "postmark=$pmv" \
-    -note "tristore serve --disks (five directories on one local ext4) --layout L; independent: five 256 MiB volumes, one per disk, each its own ext4, instance i on volume i; raid0/raid5: one 1 GiB volume striped over the five (64 KiB chunk), one ext4, instance i in its own directory. Each volume mounted through tristore mount iscsi:// + loop. PostMark 1.51: 500 files of 500 B-10 KB, $tx transactions per instance, seed 42+i; figure = instances x $tx / wall seconds from start until every instance ended and each file system was synced (creation and deletion included); ratio = independent / layout."
+    -note "tristore serve --disks (five directories on one local file system, /var/tmp) --layout L; independent: five 256 MiB volumes, one per disk, each its own ext4, instance i on volume i; raid0/raid5: one 1 GiB volume striped over the five (64 KiB chunk), one ext4, instance i in its own directory. Each volume mounted through tristore mount iscsi:// + loop. PostMark (Debian postmark; prints v1.51): 500 files of 500 B-10 KB, $tx transactions per instance, seed 42+i; figure = instances x $tx / wall seconds from start until every instance ended and each file system was synced (creation and deletion included); ratio = independent / layout."
   local r layout n i t0 t1 lb
   for r in $(seq 1 "$rounds"); do
     for layout in $(bench_order "$r" independent raid0 raid5); do

@@ -26,6 +26,12 @@ import (
 func TestDiskLayouts(t *testing.T) {
 	ctx := context.Background()
 	bin := testutil.TristoreBin(ctx, t)
+	// Without the iSCSI front end the volumes could not be served: refused, not ignored.
+	out, err := runBin(bin, "serve", "--data", t.TempDir(), "--iscsi-addr", "off", "--s3-addr", "off", "--nfs-addr", "off",
+		"--admin-addr", "off", "--disks", t.TempDir(), "--layout", "independent", "--disk-volume", "a=1Mi")
+	if err == nil || !strings.Contains(out, "--iscsi-addr is off") {
+		t.Fatalf("serve --disks with iSCSI off: %v\n%s", err, out)
+	}
 	for _, layout := range []string{"independent", "raid0", "raid5"} {
 		t.Run(layout, func(t *testing.T) {
 			data := t.TempDir()
