@@ -145,6 +145,11 @@ func TestReplaceBadInput(t *testing.T) {
 	if err := a.Replace(ctx, 1, big, nil); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("replacement with 8 KiB blocks: %v, want ErrMismatch", err)
 	}
+	// A live member of this array named as the replacement (the same device
+	// twice, or the arguments in the wrong order).
+	if err := a.Replace(ctx, 1, ms[2], nil); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "slot 2 of this array") {
+		t.Fatalf("replacement that is live slot 2: %v, want ErrMismatch", err)
+	}
 	if st := a.Status(); len(st.Failed) != 1 || st.Failed[0] != 1 || st.Rebuilding != -1 || st.Stopped {
 		t.Fatalf("status after refused replacements: %+v", st)
 	}

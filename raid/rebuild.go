@@ -52,6 +52,9 @@ func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, pr
 		return fmt.Errorf("%w: replacement is %d bytes (block %d), need %d (block %d)", ErrMismatch, newDev.Size(), newDev.BlockSize(), a.dataOff+a.memberSize, a.bs)
 	}
 	a.mu.Unlock()
+	if err := a.notLiveMember(ctx, newDev); err != nil {
+		return err
+	}
 	// Everything journaled so far goes in place first: the new member's
 	// ring may hold entries from an earlier life in this array, and the
 	// checkpoint puts every one of them below the replay threshold.
@@ -73,6 +76,26 @@ func (a *Array) Replace(ctx context.Context, idx int, newDev blockdev.Device, pr
 		return err
 	}
 	return a.Resume(ctx, progress)
+}
+
+// notLiveMember refuses a replacement that is an in-sync member of this
+// array (the same file or LUN named twice, or arguments in the wrong
+// order): rebuilding onto it would overwrite live data.
+func (a *Array) notLiveMember(ctx context.Context, d blockdev.Device) error {
+	b := make([]byte, SuperblockSize)
+	if readFull(ctx, d, b, 0) != nil {
+		return nil // unreadable: whatever it held, it is not live data of ours
+	}
+	sb, err := unmarshalSuperblock(b)
+	if err != nil || sb.UUID != a.uuid {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s := sb.Index; s < a.n && a.devs[s] != nil && !a.failed[s] {
+		return fmt.Errorf("%w: the replacement is slot %d of this array, in sync: refusing to overwrite it", ErrMismatch, s)
+	}
+	return nil
 }
 
 // Rebuilding reports the slot being rebuilt (-1 none) and the position.
