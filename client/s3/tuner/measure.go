@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,12 +33,12 @@ type Sample struct {
 	LatencyMeanS float64 `json:"latency_mean_s"`
 	Requests     int     `json:"requests"` // completed inside the window
 	// CPUSeconds is this process's CPU time (user+system) in the window.
-	CPUSeconds   float64 `json:"cpu_s"`
-	WindowS      float64 `json:"window_s"`
-	Seconds      float64 `json:"seconds"`    // what the point cost, warm-up and wind-down included
-	CostBytes    int64   `json:"cost_bytes"` // bytes moved for it, both directions
-	WindowBytes  int64   `json:"window_bytes"`
-	Errors       int     `json:"errors,omitempty"`
+	CPUSeconds  float64 `json:"cpu_s"`
+	WindowS     float64 `json:"window_s"`
+	Seconds     float64 `json:"seconds"`    // what the point cost, warm-up and wind-down included
+	CostBytes   int64   `json:"cost_bytes"` // bytes moved for it, both directions
+	WindowBytes int64   `json:"window_bytes"`
+	Errors      int     `json:"errors,omitempty"`
 }
 
 // Measurer measures points; S3Measurer against an endpoint, tests with a
@@ -321,16 +320,15 @@ func (m *S3Measurer) Measure(ctx context.Context, pt Point) (Sample, error) {
 	return s, nil
 }
 
-// Cleanup removes the objects the measurer wrote.
+// Cleanup removes the objects the measurer wrote: every key under Prefix,
+// listed again until none is left (a PUT cancelled at a window's end can
+// still land on the server after the first delete), at most 5 rounds.
 func (m *S3Measurer) Cleanup(ctx context.Context) error {
 	m.mu.Lock()
-	var keys []string
-	for k := range m.used {
-		keys = append(keys, k)
-	}
+	used := len(m.used) > 0
 	m.used = nil
 	m.mu.Unlock()
-	if len(keys) == 0 {
+	if !used {
 		return nil
 	}
 	var rd, wr atomic.Int64
@@ -339,17 +337,37 @@ func (m *S3Measurer) Cleanup(ctx context.Context) error {
 		return err
 	}
 	defer tr.CloseIdleConnections()
-	var errs []error
-	for i := 0; i < len(keys); i += 1000 {
-		var objs []types.ObjectIdentifier
-		for _, k := range keys[i:min(i+1000, len(keys))] {
-			objs = append(objs, types.ObjectIdentifier{Key: aws.String(k)})
-		}
+	for round := 0; round < 5; round++ {
+		var keys []types.ObjectIdentifier
 		err := e.Do(ctx, func(ctx context.Context) error {
-			_, err := e.API().DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &m.Bucket, Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+			out, err := e.API().ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: &m.Bucket, Prefix: &m.Prefix})
+			if err != nil {
+				return err
+			}
+			keys = keys[:0]
+			for _, o := range out.Contents {
+				keys = append(keys, types.ObjectIdentifier{Key: o.Key})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("tuner: listing %s to clean up: %w", m.Prefix, err)
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		err = e.Do(ctx, func(ctx context.Context) error {
+			_, err := e.API().DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &m.Bucket, Delete: &types.Delete{Objects: keys, Quiet: aws.Bool(true)}})
 			return err
 		})
-		errs = append(errs, err)
+		if err != nil {
+			return fmt.Errorf("tuner: removing the probe objects under %s: %w", m.Prefix, err)
+		}
+		select {
+		case <-time.After(time.Duration(round+1) * 200 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return errors.Join(errs...)
+	return fmt.Errorf("tuner: probe objects under %s keep appearing", m.Prefix)
 }

@@ -39,9 +39,9 @@ type Report struct {
 	// Rows is the best parallelism for each chunk size: what a batch of
 	// files of that size should use (the request size is then the file
 	// size, only the parallelism is free — seed 001 §5.3's 256 KB case).
-	Rows       []Choice       `json:"rows"`
+	Rows       []Choice        `json:"rows"`
 	SmallFiles SmallFileAdvice `json:"small_files"`
-	Cost       Cost           `json:"cost"`
+	Cost       Cost            `json:"cost"`
 }
 
 // Choice is a chosen point with its predicted and (if it was sampled)
@@ -291,13 +291,13 @@ type SmallFileAdvice struct {
 
 // SmallFileChoice is the advice for one file size.
 type SmallFileChoice struct {
-	Size            int64   `json:"size"`
-	Parallel        int     `json:"parallel"`
-	ParallelBps     float64 `json:"parallel_Bps"`
-	ParallelCPUGiB  float64 `json:"parallel_cpu_s_per_GiB"`
-	BundleBps       float64 `json:"bundle_Bps"`
-	BundleCPUGiB    float64 `json:"bundle_cpu_s_per_GiB"`
-	Bundle          bool    `json:"bundle"`
+	Size           int64   `json:"size"`
+	Parallel       int     `json:"parallel"`
+	ParallelBps    float64 `json:"parallel_Bps"`
+	ParallelCPUGiB float64 `json:"parallel_cpu_s_per_GiB"`
+	BundleBps      float64 `json:"bundle_Bps"`
+	BundleCPUGiB   float64 `json:"bundle_cpu_s_per_GiB"`
+	Bundle         bool    `json:"bundle"`
 }
 
 func (r *Report) smallFileAdvice(surf Surface) SmallFileAdvice {
