@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tristore/tristore/blockdev"
 )
@@ -219,5 +220,46 @@ func TestCancelledFlushFailsNoMember(t *testing.T) {
 	}
 	if st := a.Status(); len(st.Failed) != 0 || st.Stopped {
 		t.Fatalf("a cancelled flush failed members: %+v", st)
+	}
+}
+
+// TestHungMemberTimesOut: a member that stops answering (and ignores its
+// context) is failed after the member timeout; reads and writes go on
+// degraded with the right data instead of hanging.
+func TestHungMemberTimesOut(t *testing.T) {
+	ctx := context.Background()
+	ms, raw := mems(3, memOff+8*chunkT)
+	ds := make([]blockdev.Device, len(raw))
+	for i, d := range raw {
+		ds[i] = WithTimeout(d, 200*time.Millisecond)
+	}
+	a, err := testCreate(ctx, 5, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := make([]byte, a.Size())
+	for i := range ref {
+		ref[i] = byte(i / 512)
+	}
+	if _, err := a.WriteAt(ctx, ref, 0); err != nil {
+		t.Fatal(err)
+	}
+	hang := make(chan struct{})
+	defer close(hang)
+	ms[1].mu.Lock()
+	ms[1].hang = hang
+	ms[1].mu.Unlock()
+	start := time.Now()
+	p := bytes.Repeat([]byte{0xab}, 2*chunkT)
+	if _, err := a.WriteAt(ctx, p, chunkT); err != nil {
+		t.Fatalf("write with a hung member: %v", err)
+	}
+	copy(ref[chunkT:], p)
+	verifyAll(t, ctx, a, ref)
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("I/O with a hung member took %v", el)
+	}
+	if st := a.Status(); len(st.Failed) != 1 || st.Failed[0] != 1 {
+		t.Fatalf("hung member not failed: %+v", st)
 	}
 }

@@ -30,6 +30,9 @@ type memDevice struct {
 	// pw, if set, is the power shared by a set of members: once it is cut,
 	// every I/O fails and nothing more reaches the device.
 	pw *power
+	// hang, if set, blocks every I/O until it is closed (a member that
+	// stops answering and ignores its context).
+	hang chan struct{}
 	// drop, if set, makes the device lie: writes it matches report success
 	// and change nothing.
 	drop func(off int64, n int) bool
@@ -76,6 +79,7 @@ func newMem(size int64) *memDevice {
 }
 
 func (m *memDevice) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	m.waitHang()
 	if m.delay > 0 {
 		time.Sleep(m.delay)
 	}
@@ -103,6 +107,7 @@ func (m *memDevice) ReadAt(ctx context.Context, p []byte, off int64) (int, error
 }
 
 func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	m.waitHang()
 	if m.delay > 0 {
 		time.Sleep(m.delay)
 	}
@@ -131,7 +136,17 @@ func (m *memDevice) WriteAt(ctx context.Context, p []byte, off int64) (int, erro
 	return len(p), nil
 }
 
+func (m *memDevice) waitHang() {
+	m.mu.Lock()
+	h := m.hang
+	m.mu.Unlock()
+	if h != nil {
+		<-h
+	}
+}
+
 func (m *memDevice) Flush(ctx context.Context) error {
+	m.waitHang()
 	if err := ctx.Err(); err != nil {
 		return err // as a remote member would: the request was abandoned
 	}

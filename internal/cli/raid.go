@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,6 +36,7 @@ status only reads the superblocks. Every other command assembles the array
 	}
 	iscsiFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().Bool("json", false, "print the array state as JSON")
+	cmd.PersistentFlags().Duration("member-timeout", time.Minute, "a member I/O taking longer fails the member (0 = wait forever)")
 
 	create := &cobra.Command{
 		Use:   "create MEMBER...",
@@ -269,7 +271,7 @@ func openMembers(ctx context.Context, args []string, size int64) ([]blockdev.Dev
 			closeAll(devs)
 			return nil, fmt.Errorf("raid: member %s: %w", p, err)
 		}
-		devs = append(devs, d)
+		devs = append(devs, raid.WithTimeout(d, cfg.GetDuration("member-timeout")))
 	}
 	return devs, nil
 }
