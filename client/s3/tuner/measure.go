@@ -24,8 +24,9 @@ import (
 type Sample struct {
 	Point
 	// BandwidthBps is the bytes that crossed the connections in the
-	// direction measured during the window, per second (HTTP headers
-	// included: under 3 % at 16 KiB, nothing at 1 MiB).
+	// direction measured during the window, per second: received (Down),
+	// or acknowledged by the server (Up; TCP_INFO on Linux, else written).
+	// HTTP headers are included: under 3 % at 16 KiB, nothing at 1 MiB.
 	BandwidthBps float64 `json:"bandwidth_Bps"`
 	// LatencyMeanS is the mean time of the requests that started and
 	// finished inside the window (0 when none did: a point whose requests
@@ -82,26 +83,80 @@ type S3Measurer struct {
 	OverheadBytes   int64
 }
 
+// counters count the bytes of a point's connections: read, written, and
+// acknowledged by the peer (what an upload really delivered).
+type counters struct {
+	rd, wr atomic.Int64
+
+	mu     sync.Mutex
+	live   map[*countConn]bool
+	closed int64 // bytes acked on connections already closed
+	noAck  bool  // some connection could not report acked bytes
+}
+
+// sent is the bytes the peer acknowledged, or (where the kernel cannot
+// say) the bytes written.
+func (k *counters) sent() int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.noAck {
+		return k.wr.Load()
+	}
+	n := k.closed
+	for c := range k.live {
+		if a := tcpAcked(c.Conn); a >= 0 {
+			n += a
+		}
+	}
+	return n
+}
+
 // countConn counts the bytes read and written on a connection.
 type countConn struct {
 	net.Conn
-	rd, wr *atomic.Int64
+	k *counters
 }
 
-func (c countConn) Read(b []byte) (int, error) {
+func newCountConn(c net.Conn, k *counters) *countConn {
+	cc := &countConn{c, k}
+	k.mu.Lock()
+	if k.live == nil {
+		k.live = map[*countConn]bool{}
+	}
+	if tcpAcked(c) < 0 {
+		k.noAck = true
+	}
+	k.live[cc] = true
+	k.mu.Unlock()
+	return cc
+}
+
+func (c *countConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	c.rd.Add(int64(n))
+	c.k.rd.Add(int64(n))
 	return n, err
 }
 
-func (c countConn) Write(b []byte) (int, error) {
+func (c *countConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	c.wr.Add(int64(n))
+	c.k.wr.Add(int64(n))
 	return n, err
+}
+
+func (c *countConn) Close() error {
+	c.k.mu.Lock()
+	if c.k.live[c] {
+		if a := tcpAcked(c.Conn); a >= 0 {
+			c.k.closed += a
+		}
+		delete(c.k.live, c)
+	}
+	c.k.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // engine builds an engine for pt whose connections are counted into rd/wr.
-func (m *S3Measurer) engine(pt Point, rd, wr *atomic.Int64) (*s3client.Engine, *http.Transport, error) {
+func (m *S3Measurer) engine(pt Point, k *counters) (*s3client.Engine, *http.Transport, error) {
 	dial := m.Dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
@@ -112,7 +167,7 @@ func (m *S3Measurer) engine(pt Point, rd, wr *atomic.Int64) (*s3client.Engine, *
 			if err != nil {
 				return nil, err
 			}
-			return countConn{c, rd, wr}, nil
+			return newCountConn(c, k), nil
 		},
 		MaxIdleConns:        2 * pt.Parallel,
 		MaxIdleConnsPerHost: 2 * pt.Parallel,
@@ -148,8 +203,8 @@ func (m *S3Measurer) ensureProbe(ctx context.Context, n int64) error {
 		return nil
 	}
 	size := max(n, 4<<20)
-	var rd, wr atomic.Int64
-	e, tr, err := m.engine(Point{8 << 20, 8}, &rd, &wr)
+	var k counters
+	e, tr, err := m.engine(Point{8 << 20, 8}, &k)
 	if err != nil {
 		return err
 	}
@@ -160,7 +215,7 @@ func (m *S3Measurer) ensureProbe(ctx context.Context, n int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.OverheadSeconds += time.Since(start).Seconds()
-	m.OverheadBytes += rd.Load() + wr.Load()
+	m.OverheadBytes += k.rd.Load() + k.wr.Load()
 	if err != nil {
 		return fmt.Errorf("tuner: writing the probe object: %w", err)
 	}
@@ -200,8 +255,8 @@ func (m *S3Measurer) Measure(ctx context.Context, pt Point) (Sample, error) {
 			return Sample{}, err
 		}
 	}
-	var rd, wr atomic.Int64
-	e, tr, err := m.engine(pt, &rd, &wr)
+	var k counters
+	e, tr, err := m.engine(pt, &k)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -283,21 +338,21 @@ func (m *S3Measurer) Measure(ctx context.Context, pt Point) (Sample, error) {
 	case <-ctx.Done():
 	}
 	warm.Stop()
-	counter := &rd
+	counter := k.rd.Load
 	if m.Direction != Down {
-		counter = &wr
+		counter = k.sent
 	}
 	mu.Lock()
 	windowAt = time.Now()
 	mu.Unlock()
-	b0, cpu0 := counter.Load(), cpuTime()
+	b0, cpu0 := counter(), cpuTime()
 	t := time.NewTimer(window)
 	select {
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	t.Stop()
-	b1, cpu1 := counter.Load(), cpuTime()
+	b1, cpu1 := counter(), cpuTime()
 	mu.Lock()
 	elapsed := time.Since(windowAt).Seconds()
 	nl := append([]float64(nil), lats...)
@@ -309,7 +364,7 @@ func (m *S3Measurer) Measure(ctx context.Context, pt Point) (Sample, error) {
 		return Sample{}, err
 	}
 	s := Sample{Point: pt, WindowS: elapsed, WindowBytes: b1 - b0, CPUSeconds: cpu1 - cpu0,
-		Requests: len(nl), Errors: nerr, Seconds: time.Since(start).Seconds(), CostBytes: rd.Load() + wr.Load()}
+		Requests: len(nl), Errors: nerr, Seconds: time.Since(start).Seconds(), CostBytes: k.rd.Load() + k.wr.Load()}
 	s.BandwidthBps = float64(s.WindowBytes) / elapsed
 	for _, l := range nl {
 		s.LatencyMeanS += l / float64(len(nl))
@@ -331,8 +386,8 @@ func (m *S3Measurer) Cleanup(ctx context.Context) error {
 	if !used {
 		return nil
 	}
-	var rd, wr atomic.Int64
-	e, tr, err := m.engine(Point{1, 4}, &rd, &wr)
+	var k counters
+	e, tr, err := m.engine(Point{1, 4}, &k)
 	if err != nil {
 		return err
 	}

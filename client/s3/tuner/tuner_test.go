@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ func setup(t *testing.T, ln net.Listener, dial func(context.Context, string, str
 	srv := s3server.Start(t, s3server.Config{AccessKey: testAK, SecretKey: testSK, Listener: ln})
 	base := s3client.Config{Endpoint: srv.Endpoint, AccessKey: testAK, SecretKey: testSK, PathStyle: true}
 	m := &S3Measurer{Base: base, Dial: dial}
-	e, tr, err := m.engine(Point{1 << 20, 1}, new(atomic.Int64), new(atomic.Int64))
+	e, tr, err := m.engine(Point{1 << 20, 1}, new(counters))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +41,7 @@ func setup(t *testing.T, ln net.Listener, dial func(context.Context, string, str
 func objects(t *testing.T, base s3client.Config, dial func(context.Context, string, string) (net.Conn, error)) []string {
 	t.Helper()
 	m := &S3Measurer{Base: base, Dial: dial}
-	e, tr, err := m.engine(Point{1 << 20, 1}, new(atomic.Int64), new(atomic.Int64))
+	e, tr, err := m.engine(Point{1 << 20, 1}, new(counters))
 	if err != nil {
 		t.Fatal(err)
 	}

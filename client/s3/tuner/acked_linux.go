@@ -1,0 +1,33 @@
+//go:build linux
+
+package tuner
+
+import (
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// tcpAcked is the bytes the peer has acknowledged on c (TCP_INFO
+// tcpi_bytes_acked), -1 when it cannot be read. Counting what was written
+// instead would count what sits in the socket's send buffer — megabytes per
+// connection once the kernel has grown it, so 64 connections over a
+// 12.5 MiB/s link "sent" 19 MiB/s for the first seconds.
+func tcpAcked(c net.Conn) int64 {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	v := int64(-1)
+	raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			v = int64(info.Bytes_acked)
+		}
+	})
+	return v
+}
