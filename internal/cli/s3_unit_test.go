@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Listings carry LastModified to the second (versitygw, AWS): a file
@@ -124,5 +128,57 @@ func TestAWSIniSections(t *testing.T) {
 	os.WriteFile(p, []byte("[x\n"), 0o600)
 	if _, _, err := iniSection(p, "x"); err == nil {
 		t.Error("bad header accepted")
+	}
+}
+
+// Every transfer command has --chunk-size and --parallel (what --auto
+// fills in), the chores have neither.
+func TestS3TransferFlags(t *testing.T) {
+	root := NewRoot()
+	s3, _, err := root.Find([]string{"s3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transfer := map[string]bool{"cp": true, "sync": true, "cat": true, "prefetch": true}
+	seen := 0
+	for _, c := range s3.Commands() {
+		has := c.Flags().Lookup("chunk-size") != nil && c.Flags().Lookup("parallel") != nil
+		if has != transfer[c.Name()] {
+			t.Errorf("%s: transfer flags %v, want %v", c.Name(), has, transfer[c.Name()])
+		}
+		seen++
+	}
+	if seen != 9 {
+		t.Errorf("%d s3 subcommands, want 9 (ls cp sync rm mb rb cat presign prefetch)", seen)
+	}
+}
+
+// The hooks --auto uses: a flag added to every transfer command, and
+// options rewritten before the engine is built (13 MiB in 6 MiB parts is
+// 3 parts where the flags' 8 MiB would make 2).
+func TestS3TransferHooks(t *testing.T) {
+	defer func(f []func(*pflag.FlagSet), h []func(*cobra.Command, s3Conn, *s3TransferOptions) error) {
+		s3TransferFlagHooks, s3TransferHooks = f, h
+	}(s3TransferFlagHooks, s3TransferHooks)
+	s3TransferFlagHooks = append(s3TransferFlagHooks, func(fs *pflag.FlagSet) { fs.Bool("test-auto", false, "") })
+	var sawEndpoint string
+	s3TransferHooks = append(s3TransferHooks, func(cmd *cobra.Command, c s3Conn, o *s3TransferOptions) error {
+		if cfg.GetBool("test-auto") {
+			sawEndpoint = c.Endpoint
+			o.ChunkSize, o.Parallel = 6<<20, 2
+		}
+		return nil
+	})
+	ep := s3Env(t)
+	s3Run(t, 0, "mb", "s3://hooks")
+	src := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(src, randData(4, 13<<20), 0o644)
+	out, _ := s3Run(t, 0, "cp", src, "s3://hooks/f", "--json", "--test-auto")
+	if s := summary(t, out); s.Requests != 1+1+3+1 || sawEndpoint != ep {
+		t.Errorf("with the hook: %+v (want list, create, 3 parts, complete), endpoint %q", s, sawEndpoint)
+	}
+	out, _ = s3Run(t, 0, "cp", src, "s3://hooks/g", "--json")
+	if s := summary(t, out); s.Requests != 1+1+2+1 {
+		t.Errorf("without: %+v", s)
 	}
 }
