@@ -32,6 +32,10 @@ type Item struct {
 	Key    string // object key
 	Path   string // local file
 	Size   int64  // size as listed (informational)
+	// SrcBucket and SrcKey, when SrcKey is set, make the item a copy on
+	// the server from s3://SrcBucket/SrcKey to s3://Bucket/Key (Path and
+	// Upload unused; IfMatch applies to the source).
+	SrcBucket, SrcKey string
 	// IfMatch and MTime (downloads), Resume and StateDir (uploads): see
 	// FileOptions. BatchOptions.Resume/StateDir fill the upload ones.
 	FileOptions
@@ -109,7 +113,9 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 					n   int64
 					err error
 				)
-				if it.Upload {
+				if it.SrcKey != "" {
+					n, err = e.copyObject(ctx, st, it.SrcBucket, it.SrcKey, it.Bucket, it.Key, it.IfMatch)
+				} else if it.Upload {
 					fo := it.FileOptions
 					fo.Resume = fo.Resume || o.Resume
 					if fo.StateDir == "" {
@@ -169,6 +175,9 @@ func batchFatal(err error) bool {
 }
 
 func describe(it Item) string {
+	if it.SrcKey != "" {
+		return fmt.Sprintf("copy s3://%s/%s to s3://%s/%s", it.SrcBucket, it.SrcKey, it.Bucket, it.Key)
+	}
 	if it.Upload {
 		return fmt.Sprintf("upload %s to s3://%s/%s", it.Path, it.Bucket, it.Key)
 	}

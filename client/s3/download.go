@@ -50,11 +50,16 @@ func (e *Engine) download(ctx context.Context, st *stats, bucket, key string, w 
 	} else {
 		size, err = e.download1(ctx, st, bucket, key, w, ifMatch)
 	}
+	return size, changed(err)
+}
+
+// changed marks a failed If-Match (412 Precondition Failed) as ErrChanged.
+func changed(err error) error {
 	var re *smithyhttp.ResponseError
 	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusPreconditionFailed {
-		err = fmt.Errorf("%w: %w", ErrChanged, err)
+		return fmt.Errorf("%w: %w", ErrChanged, err)
 	}
-	return size, err
+	return err
 }
 
 func (e *Engine) download1(ctx context.Context, st *stats, bucket, key string, w io.WriterAt, ifMatch string) (int64, error) {

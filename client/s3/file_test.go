@@ -384,3 +384,48 @@ func TestStream(t *testing.T) {
 		t.Errorf("%d buffers not returned", n)
 	}
 }
+
+// Copies on the server: one CopyObject up to ChunkSize, parallel
+// UploadPartCopy ranges above it; a source replaced since the listing is
+// ErrChanged, and a failed multipart copy is aborted.
+func TestCopy(t *testing.T) {
+	ep := startServer(t)
+	px := faultproxy.Start(t, ep)
+	cfg := testConfig(px.URL, 3)
+	cfg.Retries = 1
+	e := newEngine(t, cfg)
+	mkBucket(t, e, "cpa")
+	mkBucket(t, e, "cpb")
+	big := randBytes(91, 3*chunk+17)
+	small := randBytes(92, 1000)
+	up := newEngine(t, testConfig(ep, 2))
+	for k, b := range map[string][]byte{"src dir/big+1 é": big, "small": small} {
+		if _, err := up.Upload(context.Background(), "cpa", k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := e.Copy(context.Background(), "cpa", "src dir/big+1 é", "cpb", "dir/big copy")
+	if err != nil || res.Bytes != int64(len(big)) || px.Count("PUT partNumber") != 4 {
+		t.Fatalf("multipart copy: %v %+v, %d part copies", err, res, px.Count("PUT partNumber"))
+	}
+	if !bytes.Equal(readObject(t, up, "cpb", "dir/big copy"), big) {
+		t.Fatal("multipart copy differs")
+	}
+	if _, err := e.Copy(context.Background(), "cpa", "small", "cpb", "small"); err != nil || !bytes.Equal(readObject(t, up, "cpb", "small"), small) {
+		t.Fatalf("small copy: %v", err)
+	}
+	r := e.Batch(context.Background(), []Item{{SrcBucket: "cpa", SrcKey: "small", Bucket: "cpb", Key: "stale",
+		FileOptions: FileOptions{IfMatch: `"0123456789abcdef0123456789abcdef"`}}}, BatchOptions{})
+	if r.Failed != 1 || !strings.Contains(r.Errors[0], "changed") || objectExists(up, "cpb", "stale") {
+		t.Errorf("stale source: %+v", r)
+	}
+	px.ResetCounts()
+	px.SetRule(faultproxy.After("PUT partNumber", 1, faultproxy.Internal))
+	if _, err := e.Copy(context.Background(), "cpa", "src dir/big+1 é", "cpb", "failed"); err == nil || !strings.Contains(err.Error(), "InternalError") {
+		t.Fatalf("failing copy: %v", err)
+	}
+	px.SetRule(nil)
+	if uploadsLeft(t, up, "cpb") != 0 || objectExists(up, "cpb", "failed") {
+		t.Error("a failed copy left an upload or an object")
+	}
+}

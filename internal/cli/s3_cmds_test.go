@@ -245,6 +245,24 @@ func TestS3CommandsLoopback(t *testing.T) {
 		}
 	}
 
+	// Copies on the server: one object (multipart above the chunk size),
+	// then a whole prefix.
+	s3Run(t, 0, append([]string{"cp", "s3://cmds/tree/big.bin", "s3://cmds/copied/"}, tf...)...)
+	if out, _ = s3Run(t, 0, "cat", "s3://cmds/copied/big.bin"); !bytes.Equal([]byte(out), files["big.bin"]) {
+		t.Fatal("copied big.bin differs")
+	}
+	out, _ = s3Run(t, 0, append([]string{"cp", "-r", "s3://cmds/tree/", "s3://cmds/tree2", "--json"}, tf...)...)
+	if s := summary(t, out); s.Files != 5 || s.Failed != 0 {
+		t.Fatalf("cp -r s3 to s3: %+v", s)
+	}
+	t2 := t.TempDir()
+	s3Run(t, 0, append([]string{"cp", "-r", "s3://cmds/tree2/", t2}, tf...)...)
+	if a, b := sums(t, src), sums(t, t2); !reflect.DeepEqual(a, b) {
+		t.Fatalf("tree copied on the server differs")
+	}
+	s3Run(t, 0, "rm", "-r", "s3://cmds/tree2/")
+	s3Run(t, 0, "rm", "s3://cmds/copied/big.bin")
+
 	// presign: anyone can GET it.
 	out, _ = s3Run(t, 0, "presign", "s3://cmds/tree/sub/deep/c", "--expires-in", "5m")
 	resp, err := http.Get(strings.TrimSpace(out))
@@ -288,7 +306,7 @@ func TestS3ExitCodes(t *testing.T) {
 		{},
 		{"cp", "a"},
 		{"cp", "a", "b"},
-		{"cp", "s3://x/a", "s3://y/b"},
+		{"cp", "s3://x/a/", "s3://y/b"}, // a prefix without --recursive
 		{"cp", "--no-such-flag", "a", "s3://codes/a"},
 		{"cp", dir, "s3://codes/d"}, // a directory without --recursive
 		{"cp", "s3://codes/prefix/", dir},

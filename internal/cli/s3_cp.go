@@ -26,7 +26,8 @@ func s3CpCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cp SRC DST",
 		Short: "Copy files to s3://bucket/key or back (--recursive for directories and prefixes)",
-		Long: `Copy between the local file system and S3; one side is s3://bucket/key.
+		Long: `Copy between the local file system and S3, or between two s3:// URLs (on
+the server: CopyObject, or UploadPartCopy ranges above --chunk-size).
 A key ending in / (or empty) takes the local file's name, and a local
 destination that is a directory takes the key's last element. With
 --recursive, SRC is a directory or a prefix and everything under it is
@@ -80,7 +81,7 @@ func runS3Cp(cmd *cobra.Command, args []string, rules []filterRule) error {
 	}
 	switch {
 	case srcS3 && dstS3:
-		return usageErr(errors.New("s3 cp: copying between two s3:// URLs is not supported; one side must be a local path"))
+		return runS3Copy(cmd, su, du, rules)
 	case !srcS3 && !dstS3:
 		return usageErr(errors.New("s3 cp: one of SRC and DST must be an s3://bucket/key URL"))
 	}
@@ -152,10 +153,49 @@ func runBatch(cmd *cobra.Command, ctx context.Context, s *s3Session, what string
 }
 
 func itemLine(it s3client.Item) string {
+	if it.SrcKey != "" {
+		return fmt.Sprintf("copy: s3://%s/%s to s3://%s/%s", it.SrcBucket, it.SrcKey, it.Bucket, it.Key)
+	}
 	if it.Upload {
 		return fmt.Sprintf("upload: %s to s3://%s/%s", it.Path, it.Bucket, it.Key)
 	}
 	return fmt.Sprintf("download: s3://%s/%s to %s", it.Bucket, it.Key, it.Path)
+}
+
+// runS3Copy copies between two s3:// URLs on the server (CopyObject, or
+// UploadPartCopy ranges for objects over --chunk-size): one object, or
+// with --recursive every object under the source prefix.
+func runS3Copy(cmd *cobra.Command, su, du s3URL, rules []filterRule) error {
+	recursive := cfg.GetBool("recursive")
+	if !recursive && (su.Key == "" || strings.HasSuffix(su.Key, "/")) {
+		return usageErr(fmt.Errorf("%s names a prefix, not an object: use --recursive", su))
+	}
+	s, err := newS3Session(cmd, "copy")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext(cmd.Context())
+	defer cancel()
+	var items []s3client.Item
+	if !recursive {
+		key := du.Key
+		if key == "" || strings.HasSuffix(key, "/") {
+			key += path.Base(su.Key)
+		}
+		items = []s3client.Item{{SrcBucket: su.Bucket, SrcKey: su.Key, Bucket: du.Bucket, Key: key}}
+	} else {
+		objs, err := listObjects(ctx, s, su.Bucket, dirPrefix(su.Key), rules)
+		if err != nil {
+			s.done()
+			return err
+		}
+		prefix := dirPrefix(du.Key)
+		for _, o := range objs {
+			items = append(items, s3client.Item{SrcBucket: su.Bucket, SrcKey: o.key, Bucket: du.Bucket, Key: prefix + o.rel,
+				Size: o.size, FileOptions: s3client.FileOptions{IfMatch: o.ifMatch()}})
+		}
+	}
+	return runBatch(cmd, ctx, s, "cp", items, nil)
 }
 
 // uploadItems lists what `cp SRC s3://...` uploads.
