@@ -113,6 +113,32 @@ func TestS3Faults(t *testing.T) {
 		}
 	})
 
+	t.Run("local file changed during the upload", func(t *testing.T) {
+		moving := filepath.Join(t.TempDir(), "moving")
+		os.WriteFile(moving, data, 0o644)
+		px.ResetCounts()
+		px.SetRule(func(shape string, n int64, _ *http.Request) faultproxy.Fault {
+			if shape == "PUT partNumber" && n == 1 {
+				// Someone appends to the file while its parts go up.
+				f, err := os.OpenFile(moving, os.O_APPEND|os.O_WRONLY, 0)
+				if err == nil {
+					f.Write([]byte("appended"))
+					f.Close()
+				}
+			}
+			return faultproxy.Pass
+		})
+		defer px.SetRule(nil)
+		_, errOut := s3Run(t, 1, append([]string{"cp", moving, "s3://faults/moving"}, tf...)...)
+		if !strings.Contains(errOut, moving+" changed during the upload") {
+			t.Fatalf("error: %s", errOut)
+		}
+		if n := uploads(); n != 0 || px.Count("POST uploadId") != 0 {
+			t.Errorf("%d uploads left, %d completes sent", n, px.Count("POST uploadId"))
+		}
+		s3Run(t, 1, "ls", "s3://faults/moving")
+	})
+
 	t.Run("stalled downloads leave no file", func(t *testing.T) {
 		dst := t.TempDir()
 		// Object GETs stall (the listing, GET on the bucket, does not).
