@@ -41,6 +41,13 @@ var (
 	// but not replaced, truncated, renamed or deleted; see package
 	// store/inuse for the lock that decides it.
 	ErrInUse = errors.New("in use as a served block volume")
+	// ErrNoSuchVersion: a well-formed version ID that the key does not have.
+	ErrNoSuchVersion = errors.New("no such version")
+	// ErrInvalidVersion: a version ID that no version can have (malformed).
+	ErrInvalidVersion = errors.New("invalid version id")
+	// ErrDeleteMarker: the version asked for (or the latest one) is a
+	// delete marker; the ObjectInfo returned with it describes the marker.
+	ErrDeleteMarker = errors.New("version is a delete marker")
 )
 
 // MinPartSize is the smallest size of any multipart part except the last, as in S3.
@@ -84,6 +91,12 @@ type ObjectMeta struct {
 	// it) or "FULL_OBJECT" (not computed: the object then gets no
 	// whole-object checksum rather than one of the wrong type).
 	ChecksumType string `json:",omitempty"`
+	// Object Lock (versioned buckets): LockMode is "", "GOVERNANCE" or
+	// "COMPLIANCE"; LockUntil the retain-until date; LegalHold the legal
+	// hold. The front end enforces them; the store keeps them per version.
+	LockMode  string    `json:",omitempty"`
+	LockUntil time.Time `json:",omitzero"`
+	LegalHold bool      `json:",omitempty"`
 }
 
 // PartInfo describes one part of a multipart upload (or of a completed multipart object).
@@ -109,6 +122,12 @@ type ObjectInfo struct {
 	Meta ObjectMeta
 	// Parts lists the parts of a multipart object (for GET ?partNumber=), nil otherwise.
 	Parts []PartInfo
+	// VersionID is the version's ID; "" is the null version (every
+	// object of a bucket that never had versioning on).
+	VersionID string
+	// IsLatest and DeleteMarker are set by Versioner methods.
+	IsLatest     bool
+	DeleteMarker bool
 }
 
 // ListOptions selects keys for List. Keys come back in S3 order (byte-wise
@@ -184,6 +203,54 @@ type ExclusiveCompleter interface {
 type BucketConfigurer interface {
 	GetBucketConfig(ctx context.Context, bucket, name string) (string, error)
 	SetBucketConfig(ctx context.Context, bucket, name, value string) error // value "" deletes
+}
+
+// Versioning states of a bucket, kept as the BucketConfigurer document
+// named VersioningConfig ("" = never enabled).
+const (
+	VersioningConfig    = "versioning"
+	VersioningEnabled   = "Enabled"
+	VersioningSuspended = "Suspended"
+)
+
+// ListVersionsOptions selects versions for ListVersions: keys as in
+// ListOptions; KeyMarker/VersionIDMarker continue a listing as S3's
+// key-marker/version-id-marker do ("null" names the null version).
+type ListVersionsOptions struct {
+	Prefix, Delimiter          string
+	KeyMarker, VersionIDMarker string
+	Limit                      int // versions + delete markers + common prefixes; <=0 means 1000
+}
+
+// ListVersionsResult is one page of versions, newest first within a key.
+type ListVersionsResult struct {
+	Versions                           []ObjectInfo // DeleteMarker entries included
+	CommonPrefixes                     []string
+	IsTruncated                        bool
+	NextKeyMarker, NextVersionIDMarker string
+}
+
+// Versioner is implemented by stores that keep S3 object versions. The
+// bucket's state is its VersioningConfig document: when Enabled, every
+// Put/CompleteMultipart keeps the object it replaces as an older version
+// and gets a new version ID; when Suspended, the new object is the null
+// version (replacing an older null version). Delete on a versioned bucket
+// adds a delete marker. versionID "" means the latest version and "null"
+// the null version; a missing one is ErrNoSuchVersion, a malformed one
+// ErrInvalidVersion.
+type Versioner interface {
+	GetVersion(ctx context.Context, bucket, key, versionID string, off, n int64) (io.ReadCloser, ObjectInfo, error)
+	// StatVersion returns ErrDeleteMarker (with the marker's info) for a delete marker.
+	StatVersion(ctx context.Context, bucket, key, versionID string) (ObjectInfo, error)
+	// DeleteObject is Delete that reports what it did: on a versioned
+	// bucket the delete marker it added (DeleteMarker, VersionID).
+	DeleteObject(ctx context.Context, bucket, key string) (ObjectInfo, error)
+	// DeleteVersion removes one version for good (a missing one is not an
+	// error: the returned info is zero). Removing the latest makes the
+	// next newer one current again.
+	DeleteVersion(ctx context.Context, bucket, key, versionID string) (ObjectInfo, error)
+	UpdateVersionMeta(ctx context.Context, bucket, key, versionID string, meta ObjectMeta) (ObjectInfo, error)
+	ListVersions(ctx context.Context, bucket string, opts ListVersionsOptions) (ListVersionsResult, error)
 }
 
 // Upload describes an in-progress multipart upload.

@@ -142,6 +142,12 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 	} else if !empty {
 		return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
 	}
+	// So do older versions and delete markers (versions.go).
+	if empty, err := b.versionsEmpty(bucket); err != nil {
+		return err
+	} else if !empty {
+		return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
+	}
 	b.hidden.forget(bucket)
 	for _, e := range ents {
 		os.RemoveAll(filepath.Join(p, e.Name()))

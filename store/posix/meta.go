@@ -39,6 +39,15 @@ type record struct {
 	// whose name is only a hash of it; "" for plain files, whose key is
 	// their path.
 	Key string `json:"key,omitempty"`
+	// Versioning (versions.go): the version's ID ("" = null), its
+	// creation sequence (orders versions) and whether it is a delete marker.
+	VersionID string `json:"vid,omitempty"`
+	VSeq      int64  `json:"vseq,omitempty"`
+	DM        bool   `json:"dm,omitempty"`
+	// Object Lock of this version.
+	LockMode  string `json:"lm,omitempty"`
+	LockUntil int64  `json:"lu,omitempty"` // unix ns
+	LegalHold bool   `json:"lh,omitempty"`
 }
 
 type partRec struct {
@@ -49,6 +58,10 @@ type partRec struct {
 
 func (r *record) setMeta(m store.ObjectMeta) {
 	r.CT, r.User, r.Headers, r.Sums, r.ACL, r.Owner, r.Tags = m.ContentType, m.UserMeta, m.Headers, m.Checksums, m.ACL, m.Owner, m.Tags
+	r.LockMode, r.LegalHold, r.LockUntil = m.LockMode, m.LegalHold, 0
+	if !m.LockUntil.IsZero() {
+		r.LockUntil = m.LockUntil.UnixNano()
+	}
 }
 
 func (r *record) meta() store.ObjectMeta {
@@ -56,17 +69,24 @@ func (r *record) meta() store.ObjectMeta {
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	return store.ObjectMeta{ContentType: ct, UserMeta: r.User, Headers: r.Headers, Checksums: r.Sums, ACL: r.ACL, Owner: r.Owner, Tags: r.Tags}
+	m := store.ObjectMeta{ContentType: ct, UserMeta: r.User, Headers: r.Headers, Checksums: r.Sums, ACL: r.ACL, Owner: r.Owner, Tags: r.Tags,
+		LockMode: r.LockMode, LegalHold: r.LegalHold}
+	if r.LockUntil != 0 {
+		m.LockUntil = time.Unix(0, r.LockUntil).UTC()
+	}
+	return m
 }
 
 func (r *record) info(bucket, key string, st *unix.Stat_t) store.ObjectInfo {
 	oi := store.ObjectInfo{
-		Bucket:  bucket,
-		Key:     key,
-		Size:    st.Size,
-		ModTime: time.Unix(st.Mtim.Unix()).UTC(),
-		ETag:    r.ETag,
-		Meta:    r.meta(),
+		Bucket:       bucket,
+		Key:          key,
+		Size:         st.Size,
+		ModTime:      time.Unix(st.Mtim.Unix()).UTC(),
+		ETag:         r.ETag,
+		Meta:         r.meta(),
+		VersionID:    r.VersionID,
+		DeleteMarker: r.DM,
 	}
 	if len(r.Parts) > 0 {
 		oi.Parts = make([]store.PartInfo, len(r.Parts))

@@ -324,6 +324,14 @@ func (b *Backend) tempForKey(loc keyLoc) (*os.File, []string, bool, error) {
 // in the hidden area with the key in its record. With noReplace an object
 // of the key in either place makes it fail with ErrPreconditionFailed.
 func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
+	if state := b.versioning(loc.bucket); state != "" {
+		return b.publishVersion(f, loc, hidden, changed, rec, noReplace, state) // versions.go
+	}
+	return b.publishKeyNow(f, loc, hidden, changed, rec, noReplace)
+}
+
+// publishKeyNow is publishKey without versioning.
+func (b *Backend) publishKeyNow(f *os.File, loc keyLoc, hidden bool, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
 	if noReplace {
 		// The plain rename refuses a plain object; a hidden one must be
 		// refused too (and a plain one before a hidden publish).
@@ -504,25 +512,9 @@ func (b *Backend) Stat(ctx context.Context, bucket, key string) (store.ObjectInf
 
 // Delete removes the object (its plain file and any hidden copy), its
 // sidecar and the empty parent directories it leaves (up to the bucket).
+// On a bucket with versioning on it adds a delete marker (versions.go).
 func (b *Backend) Delete(ctx context.Context, bucket, key string) error {
-	loc, err := b.check(bucket, key)
-	if err != nil {
-		return err
-	}
-	// The hidden copy goes first: when both exist the plain file is the
-	// object, so a crash between the two unlinks leaves the object as it
-	// was (the other order could bring back a shadowed old version).
-	hidErr := b.unlinkHidden(loc)
-	if hidErr != nil && !errors.Is(hidErr, store.ErrNoSuchKey) {
-		return hidErr
-	}
-	if loc.plain == "" {
-		return hidErr
-	}
-	err = b.unlinkObject(bucket, key, loc.plain, true, nil)
-	if errors.Is(err, store.ErrNoSuchKey) && hidErr == nil {
-		return nil
-	}
+	_, err := b.DeleteObject(ctx, bucket, key)
 	return err
 }
 

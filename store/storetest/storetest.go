@@ -57,6 +57,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Filer", testFiler},
 		{"ExclusivePut", testExclusivePut},
 		{"ExclusiveComplete", testExclusiveComplete},
+		{"Versions", testVersions},
+		{"VersionList", testVersionList},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.fn(t, newStore) })
