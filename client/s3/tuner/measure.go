@@ -61,7 +61,7 @@ const (
 // one the transfers use: same SDK, signing and checksums): PUTs of fresh
 // objects for Up, ranged GETs of one probe object for Down. It waits for
 // every worker to finish one request (connections open, TCP windows
-// grown) or WarmMax, counts the bytes that cross the connections during
+// grown; or enough bytes moved for that, or WarmMax), counts the bytes that cross the connections during
 // Window, then cancels what is in flight. So every point costs at most
 // WarmMax + Window (+ the cancellation), whatever its size: a 64 MiB × 16
 // point is not waited out.
@@ -331,17 +331,34 @@ func (m *S3Measurer) Measure(ctx context.Context, pt Point) (Sample, error) {
 			}
 		}()
 	}
-	warm := time.NewTimer(warmMax)
-	select {
-	case <-allWarm:
-	case <-warm.C:
-	case <-ctx.Done():
-	}
-	warm.Stop()
 	counter := k.rd.Load
 	if m.Direction != Down {
 		counter = k.sent
 	}
+	// Warm-up ends when every worker finished a request, or the workers
+	// moved min(chunk, 1 MiB) each on average (connections open, TCP
+	// windows grown: a 16 MiB × 16 point on a fast link need not wait for
+	// 256 MiB), or at WarmMax.
+	warmBytes := int64(pt.Parallel) * min(pt.ChunkSize, 1<<20)
+	warm := time.NewTimer(warmMax)
+	tick := time.NewTicker(20 * time.Millisecond)
+warmup:
+	for {
+		select {
+		case <-allWarm:
+			break warmup
+		case <-warm.C:
+			break warmup
+		case <-ctx.Done():
+			break warmup
+		case <-tick.C:
+			if counter() >= warmBytes {
+				break warmup
+			}
+		}
+	}
+	warm.Stop()
+	tick.Stop()
 	mu.Lock()
 	windowAt = time.Now()
 	mu.Unlock()

@@ -63,20 +63,24 @@ func (g Grid) Points() []Point {
 // grows with parallelism); this is that shape written as a formula, so a
 // handful of samples pins it down and it extrapolates sanely:
 //
-//	latency(c, p)   = A0 + A1·(p−1) + c / min(Bs, B/p)
+//	latency(c, p)   = A0 + A1·(p−1) + A2·c·p + c / min(Bs, B/p)
 //	bandwidth(c, p) = p · c / latency(c, p)
 //
 // A0 is a request's fixed cost (round trip, server work), A1 how much each
 // further request in flight adds to it (queueing in the client, server and
-// CPU: the over-parallelisation seed 001 §4.1.2 sees), Bs the most one
-// request stream gets (TCP window, loss: one connection on a lossy WAN
-// cannot fill the link) and B the most all streams get together (the
-// link, or the endpoint). Why not a free-form interpolation: with 5–7 of 47
-// points sampled an interpolant has nothing to say about the corners,
-// while these four numbers are each what one kind of sample measures.
+// CPU: the over-parallelisation seed 001 §4.1.2 sees), A2 the cost of bytes
+// in flight beyond what the path holds (an overfull bottleneck queue drops
+// packets and every connection backs off: 4 MiB × 32 over `realistic`
+// moves half of what 4 MiB × 16 does), Bs the most one request stream gets
+// (TCP window, loss: one connection on a lossy WAN cannot fill the link)
+// and B the most all streams get together (the link, or the endpoint). Why
+// not a free-form interpolation: with 5–7 of 47 points sampled an
+// interpolant has nothing to say about the corners, while each of these
+// numbers is what one kind of sample measures.
 type Model struct {
 	A0 float64 `json:"a0_s"`          // seconds
 	A1 float64 `json:"a1_s"`          // seconds per extra request in flight
+	A2 float64 `json:"a2_s_per_B"`    // seconds per byte in flight
 	Bs float64 `json:"stream_Bps"`    // bytes/s of one stream
 	B  float64 `json:"aggregate_Bps"` // bytes/s of all streams
 	// Loss is the fit's mean squared log error over the samples.
@@ -85,9 +89,9 @@ type Model struct {
 
 // Latency predicts the mean seconds of one request at pt.
 func (m Model) Latency(pt Point) float64 {
-	p := float64(pt.Parallel)
+	p, c := float64(pt.Parallel), float64(pt.ChunkSize)
 	r := math.Min(m.Bs, m.B/p)
-	return m.A0 + m.A1*(p-1) + float64(pt.ChunkSize)/r
+	return m.A0 + m.A1*(p-1) + m.A2*c*p + c/r
 }
 
 // Bandwidth predicts bytes/s at pt.
@@ -99,13 +103,12 @@ func (m Model) Bandwidth(pt Point) float64 {
 // error: a 16 KiB point and a 64 MiB point weigh alike). The latency fitted
 // is the effective one, p·c / bandwidth, which exists even for points
 // whose requests did not finish inside the measurement window. Bs and B
-// are searched on a log grid, refined twice; for each pair A0 and A1 are
-// the (non-negative) weighted linear least squares solution. Needs at
-// least one sample; with fewer samples than parameters the search prefers
-// the largest rates that fit (optimism, so the next sample goes where the
-// model is unsure).
+// are searched on a log grid, refined twice; for each pair A0, A1, A2 are
+// the non-negative weighted linear least squares solution (every subset of
+// them tried, the best non-negative one kept). With fewer samples than
+// parameters the search prefers the largest rates that fit (optimism, so
+// the next sample goes where the model is unsure).
 func Fit(samples []Sample) Model {
-	type obs struct{ c, p, l float64 }
 	var os []obs
 	for _, s := range samples {
 		if s.BandwidthBps <= 0 {
@@ -118,42 +121,19 @@ func Fit(samples []Sample) Model {
 		return Model{A0: 0.05, Bs: 1e6, B: 1e7, Loss: math.Inf(1)}
 	}
 	eval := func(bs, b float64) Model {
-		// Weighted LS for y = A0 + A1·(p−1), y = l − c/r, weights 1/l².
-		var sw, sx, sy, sxx, sxy float64
-		for _, o := range os {
-			r := math.Min(bs, b/o.p)
-			y := o.l - o.c/r
-			x := o.p - 1
-			w := 1 / (o.l * o.l)
-			sw += w
-			sx += w * x
-			sy += w * y
-			sxx += w * x * x
-			sxy += w * x * y
-		}
-		var a0, a1 float64
-		det := sw*sxx - sx*sx
-		if det > 1e-12*sw*sxx && det > 0 {
-			a1 = (sw*sxy - sx*sy) / det
-			a0 = (sy - a1*sx) / sw
-		}
-		if det <= 1e-12*sw*sxx || a1 < 0 || a0 < 0 {
-			// One-parameter fits on the boundary; keep the better.
-			best := math.Inf(1)
-			try := func(a0t, a1t float64) {
-				m := Model{A0: a0t, A1: a1t, Bs: bs, B: b}
-				if l := loss(m, os, func(o obs) (float64, float64, float64) { return o.c, o.p, o.l }); l < best {
-					best, a0, a1 = l, a0t, a1t
-				}
+		best := Model{Loss: math.Inf(1)}
+		for mask := 0; mask < 8; mask++ {
+			a, ok := nnlsSubset(os, bs, b, mask)
+			if !ok {
+				continue
 			}
-			try(math.Max(0, sy/sw), 0)
-			if sxx > 0 {
-				try(0, math.Max(0, sxy/sxx))
+			m := Model{A0: a[0], A1: a[1], A2: a[2], Bs: bs, B: b}
+			m.Loss = loss(m, os)
+			if m.Loss < best.Loss {
+				best = m
 			}
 		}
-		m := Model{A0: a0, A1: a1, Bs: bs, B: b}
-		m.Loss = loss(m, os, func(o obs) (float64, float64, float64) { return o.c, o.p, o.l })
-		return m
+		return best
 	}
 	best := Model{Loss: math.Inf(1)}
 	search := func(lo, hi float64, steps int) {
@@ -168,22 +148,91 @@ func Fit(samples []Sample) Model {
 			}
 		}
 	}
-	search(1e3, 1e11, 64)
+	search(1e3, 1e11, 48)
 	for _, span := range []float64{2, 1.25} {
 		c := best
 		lo := math.Min(c.Bs, c.B) / span
 		hi := math.Max(c.Bs, c.B) * span
-		search(lo, hi, 48)
+		search(lo, hi, 32)
 	}
 	return best
 }
 
-func loss[T any](m Model, os []T, get func(T) (c, p, l float64)) float64 {
+type obs struct{ c, p, l float64 }
+
+// nnlsSubset solves the weighted least squares for the coefficients in
+// mask (bit i: A_i free, else 0) of y = A0 + A1·(p−1) + A2·c·p with
+// y = l − c/r and weights 1/l²; ok is false if the solution has a negative
+// coefficient or the system is singular.
+func nnlsSubset(os []obs, bs, b float64, mask int) ([3]float64, bool) {
+	var idx []int
+	for i := 0; i < 3; i++ {
+		if mask&(1<<i) != 0 {
+			idx = append(idx, i)
+		}
+	}
+	var out [3]float64
+	if len(idx) == 0 {
+		return out, true
+	}
+	n := len(idx)
+	var ata [3][3]float64
+	var aty [3]float64
+	for _, o := range os {
+		r := math.Min(bs, b/o.p)
+		y := o.l - o.c/r
+		x := [3]float64{1, o.p - 1, o.c * o.p}
+		w := 1 / (o.l * o.l)
+		for i := 0; i < n; i++ {
+			aty[i] += w * x[idx[i]] * y
+			for j := 0; j < n; j++ {
+				ata[i][j] += w * x[idx[i]] * x[idx[j]]
+			}
+		}
+	}
+	// Gaussian elimination with partial pivoting on the n×n system.
+	for col := 0; col < n; col++ {
+		piv := col
+		for r := col + 1; r < n; r++ {
+			if math.Abs(ata[r][col]) > math.Abs(ata[piv][col]) {
+				piv = r
+			}
+		}
+		if math.Abs(ata[piv][col]) < 1e-300 {
+			return out, false
+		}
+		ata[col], ata[piv] = ata[piv], ata[col]
+		aty[col], aty[piv] = aty[piv], aty[col]
+		for r := col + 1; r < n; r++ {
+			f := ata[r][col] / ata[col][col]
+			for k := col; k < n; k++ {
+				ata[r][k] -= f * ata[col][k]
+			}
+			aty[r] -= f * aty[col]
+		}
+	}
+	var sol [3]float64
+	for i := n - 1; i >= 0; i-- {
+		v := aty[i]
+		for k := i + 1; k < n; k++ {
+			v -= ata[i][k] * sol[k]
+		}
+		sol[i] = v / ata[i][i]
+	}
+	for i := 0; i < n; i++ {
+		if !(sol[i] >= 0) || math.IsInf(sol[i], 0) {
+			return out, false
+		}
+		out[idx[i]] = sol[i]
+	}
+	return out, true
+}
+
+func loss(m Model, os []obs) float64 {
 	var s float64
 	for _, o := range os {
-		c, p, l := get(o)
-		pl := m.Latency(Point{int64(c), int(p)})
-		d := math.Log(pl / l)
+		pl := m.Latency(Point{int64(o.c), int(o.p)})
+		d := math.Log(pl / o.l)
 		s += d * d
 	}
 	return s / float64(len(os))
@@ -198,7 +247,9 @@ type Goal struct {
 	// Slack: points within this fraction of the best bandwidth count as
 	// equal, and the one with the least memory (chunk × parallel), then the
 	// least parallelism, wins — fewer requests in flight cost less CPU
-	// (seed 001 §4.1.3). Default 0.03.
+	// (seed 001 §4.1.3), and a crowded link is the noisiest place to be
+	// (one 2 s sample of 4 MiB × 64 over `realistic` read 12.3 MiB/s, the
+	// next 6.2). Default 0.05.
 	Slack float64 `json:"slack,omitempty"`
 }
 
@@ -247,7 +298,7 @@ func (s Surface) Latency(pt Point) float64 {
 func (s Surface) Choose(g Grid, goal Goal, k Constraints) (Point, bool) {
 	slack := goal.Slack
 	if slack <= 0 {
-		slack = 0.03
+		slack = 0.05
 	}
 	var cand []Point
 	best := 0.0

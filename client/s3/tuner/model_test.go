@@ -108,9 +108,9 @@ func TestSimulatedSurfaces(t *testing.T) {
 // TestFitRecovers: on noiseless samples of the model itself, the fit finds
 // its parameters again (within the search's resolution).
 func TestFitRecovers(t *testing.T) {
-	want := Model{A0: 0.03, A1: 0.001, Bs: 2e6, B: 20e6}
+	want := Model{A0: 0.03, A1: 0.001, A2: 1e-9, Bs: 2e6, B: 20e6}
 	var ss []Sample
-	for _, pt := range []Point{{64 << 10, 1}, {4 << 20, 1}, {4 << 20, 16}, {64 << 10, 32}, {1 << 20, 4}} {
+	for _, pt := range []Point{{64 << 10, 1}, {4 << 20, 1}, {4 << 20, 16}, {64 << 10, 32}, {1 << 20, 4}, {4 << 20, 32}} {
 		ss = append(ss, Sample{Point: pt, BandwidthBps: want.Bandwidth(pt)})
 	}
 	got := Fit(ss)

@@ -109,7 +109,7 @@ func Run(ctx context.Context, m Measurer, o Options) (*Report, error) {
 	}
 	slack := o.Goal.Slack
 	if slack <= 0 {
-		slack = 0.03
+		slack = 0.05
 	}
 	for len(r.Samples) < o.MaxSamples && (o.Budget <= 0 || time.Since(start) < o.Budget) {
 		surf := Surface{Model: Fit(r.Samples), Measured: measured}
