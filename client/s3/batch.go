@@ -58,6 +58,10 @@ type BatchOptions struct {
 	// OnDone, when set, is called once per file as it finishes, never
 	// concurrently.
 	OnDone func(ItemResult)
+	// Tally, when set, also counts the batch's requests, and the result
+	// then covers everything the tally saw since it started (the listing
+	// that chose the files, say), wall time included.
+	Tally *Tally
 }
 
 // BatchResult summarises a batch: the embedded Result counts every file's
@@ -84,6 +88,9 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	total := newStats()
+	if o.Tally != nil {
+		total = o.Tally.st
+	}
 	var (
 		mu         sync.Mutex
 		bytes      int64

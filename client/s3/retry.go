@@ -58,6 +58,19 @@ func (e *Engine) Do(ctx context.Context, fn func(context.Context) error) error {
 	return e.do(ctx, newStats(), fn)
 }
 
+// DoTally is Do counting the request towards t's summary.
+func (e *Engine) DoTally(ctx context.Context, t *Tally, fn func(context.Context) error) error {
+	return e.do(ctx, t.st, fn)
+}
+
+// Tally gathers the requests of a whole command (its listings and deletes
+// through Do, its batch through BatchOptions.Tally) into one summary whose
+// wall time starts at NewTally.
+type Tally struct{ st *stats }
+
+// NewTally starts a tally now.
+func NewTally() *Tally { return &Tally{st: newStats()} }
+
 // Retryable says whether a failed request may succeed if repeated: 5xx,
 // 429 and throttling, timeouts, connection resets and bytes that arrived
 // damaged. Any other 4xx is the caller's mistake and is never repeated;

@@ -140,6 +140,9 @@ type s3Session struct {
 	bars *progress.Progress
 	// bytes is the bytes bar the engine advances (nil: none).
 	bytes *progress.Bar
+	// tally counts every request of the command (listings, deletes and
+	// the batch) for the summary.
+	tally *s3client.Tally
 }
 
 // newS3Session resolves the connection, reads the transfer options when
@@ -150,7 +153,7 @@ func newS3Session(cmd *cobra.Command, withBar string) (*s3Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &s3Session{conn: conn, opts: s3TransferOptions{ChunkSize: s3client.DefaultChunkSize, Parallel: s3client.DefaultParallelism}}
+	s := &s3Session{conn: conn, tally: s3client.NewTally(), opts: s3TransferOptions{ChunkSize: s3client.DefaultChunkSize, Parallel: s3client.DefaultParallelism}}
 	if cmd.Flags().Lookup("chunk-size") != nil {
 		if s.opts, err = transferOptions(cmd, conn); err != nil {
 			return nil, err
@@ -193,7 +196,7 @@ func newS3Session(cmd *cobra.Command, withBar string) (*s3Session, error) {
 // as in a transfer.
 func call[I, O any](ctx context.Context, s *s3Session, op func(context.Context, I, ...func(*awss3.Options)) (O, error), in I) (O, error) {
 	var out O
-	err := s.eng.Do(ctx, func(ctx context.Context) error {
+	err := s.eng.DoTally(ctx, s.tally, func(ctx context.Context) error {
 		var err error
 		out, err = op(ctx, in)
 		return err

@@ -137,7 +137,7 @@ func runBatch(cmd *cobra.Command, ctx context.Context, s *s3Session, what string
 	s.bytes.SetTotal(total)
 	filesBar := s.bars.Add("files", int64(len(items)), progress.Count)
 	res := s.eng.Batch(ctx, items, s3client.BatchOptions{
-		Resume: cfg.GetBool("resume"), StateDir: resumeDir(),
+		Resume: cfg.GetBool("resume"), StateDir: resumeDir(), Tally: s.tally,
 		OnDone: func(r s3client.ItemResult) {
 			filesBar.Add(1)
 			if r.Err == nil && !quiet && !js && s.bars == nil {
