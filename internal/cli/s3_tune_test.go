@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	s3client "github.com/tristore/tristore/client/s3"
+)
+
+// TestS3Tune runs `tristore s3 tune` against `tristore serve`: a first run
+// samples (JSON report, probe objects removed), a second reuses the saved
+// profile after one check; `cp --auto` then picks its options from that
+// profile for a directory of small files, and --auto with --parallel is a
+// usage error.
+func TestS3Tune(t *testing.T) {
+	const ak, sk = "TRISTORES3TUNECLI001", "tristore-s3tune-cli-secret-01"
+	addrs := startServe(t, "s3", 30*time.Second, "--data", t.TempDir(), "--s3-addr", "127.0.0.1:0", "--nfs-addr", "off",
+		"--iscsi-addr", "off", "--admin-addr", "off", "--access-key", ak, "--secret-key", sk)
+	ep := "http://" + addrs["s3"]
+	t.Setenv("AWS_ACCESS_KEY_ID", ak)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", sk)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	eng, err := s3client.New(s3client.Config{Endpoint: ep, AccessKey: ak, SecretKey: sk, PathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := "tunebucket"
+	if _, err := eng.API().CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	tuneDir := t.TempDir()
+	tune := func() map[string]any {
+		t.Helper()
+		out, errOut, err := runCLI3(t, "s3", "tune", "s3://tunebucket/pre/", "--endpoint", ep, "--json",
+			"--tune-window", "200ms", "--tune-samples", "4", "--tune-dir", tuneDir, "--drift", "10")
+		if err != nil {
+			t.Fatalf("tune: %v\n%s", err, errOut)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("tune --json %q: %v", out, err)
+		}
+		return v
+	}
+	v := tune()
+	outcome := v["outcome"].(map[string]any)
+	samples := outcome["profile"].(map[string]any)["report"].(map[string]any)["samples"].([]any)
+	choice := v["choice"].(map[string]any)
+	if outcome["reused"] != false || len(samples) < 3 || len(samples) > 4 || choice["chunk_size"].(float64) <= 0 || choice["predicted_Bps"].(float64) <= 0 {
+		t.Fatalf("first tune: reused %v, %d samples, choice %v", outcome["reused"], len(samples), choice)
+	}
+	ls, err := eng.API().ListObjectsV2(context.Background(), &awss3.ListObjectsV2Input{Bucket: &bucket})
+	if err != nil || len(ls.Contents) != 0 {
+		t.Fatalf("probe objects left behind: %v %v", ls, err)
+	}
+	if ents, _ := os.ReadDir(tuneDir); len(ents) != 1 {
+		t.Fatalf("profile dir holds %d files, want 1", len(ents))
+	}
+	v = tune()
+	if o := v["outcome"].(map[string]any); o["reused"] != true || o["check"] == nil {
+		t.Fatalf("second tune did not reuse the profile after a check: %v", o)
+	}
+
+	// cp --auto: 20 files of 60 kB use the parallelism the profile gives
+	// their size's row.
+	src := t.TempDir()
+	for i := range 20 {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), make([]byte, 60_000), 0o644)
+	}
+	out, errOut, err := runCLI3(t, "s3", "cp", "-r", src, "s3://tunebucket/auto/", "--endpoint", ep, "--auto", "--tune-dir", tuneDir)
+	if err != nil {
+		t.Fatalf("cp --auto: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "auto: --chunk-size") || !strings.Contains(errOut, "20 files, median 60000B") {
+		t.Errorf("cp --auto did not say what it chose: %q", errOut)
+	}
+	if !strings.Contains(out, "20 files (0 failed") {
+		t.Errorf("cp --auto summary %q", out)
+	}
+	_, _, err = runCLI3(t, "s3", "cp", "-r", src, "s3://tunebucket/auto/", "--endpoint", ep, "--auto", "--parallel", "3")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 {
+		t.Errorf("--auto with --parallel: %v, want a usage error", err)
+	}
+}
