@@ -54,6 +54,9 @@ waitmount() {
   for i in $(seq 1 300); do mountpoint -q "$1" && return 0; sleep 0.1; done
   echo "no mount at $1" >&2; tail -5 "$WORK"/mount*.log >&2; return 1
 }
+PIDS=()
+# Whatever fails, no mount process or mount outlives this script.
+trap 'for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; mountpoint -q "$M" && umount -l "$M" || true' EXIT
 stopmount() { # PID DIR
   kill -TERM "$1" 2>/dev/null || true
   for i in $(seq 1 1200); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
@@ -65,14 +68,14 @@ case $SIDE in
 tristore-*)
   cs=${SIDE#tristore-}; pf=0
   case $cs in *-nopf) cs=${cs%-nopf}; pf=-1 ;; esac
-  common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE" --s3-lease-ttl 5s)
+  common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE")
   "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-load-$SIDE" >"$WORK/mount-load.log" 2>&1 &
-  pid=$!; waitmount "$M"
+  pid=$!; PIDS+=("$pid"); waitmount "$M"
   "${REPLAY[@]}" -setup
   stopmount $pid "$M"
   wait $pid 2>/dev/null || true
   "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
-  pid=$!; waitmount "$M"
+  pid=$!; PIDS+=("$pid"); waitmount "$M"
   "${REPLAY[@]}" >"$WORK/replay.json"
   stopmount $pid "$M"
   ;;
@@ -91,7 +94,7 @@ rclone|s3fs)
     s3fs trace "$M" -f -o url=$EP,use_path_request_style,passwd_file="$WORK/s3fs.pass",use_cache="$WORK/cache-$SIDE",ensure_diskfree=100,allow_other \
       >"$WORK/mount.log" 2>&1 &
   fi
-  pid=$!; waitmount "$M"
+  pid=$!; PIDS+=("$pid"); waitmount "$M"
   "${REPLAY[@]}" >"$WORK/replay.json"
   stopmount $pid "$M"
   ;;

@@ -107,8 +107,11 @@ func (l *lease) valid(margin time.Duration) bool {
 }
 
 // start renews the lease every ttl/3 until ctx ends. A renewal that finds
-// someone else's lease, or fails until the lease ran out, calls lost: the
-// store then refuses writes rather than risk two writers.
+// someone else's lease (or none: it was released by someone who held it)
+// calls lost: the store then refuses writes rather than risk two writers.
+// A renewal that fails (a slow or broken link) only delays publishing
+// until one succeeds: our token still in the lease object proves nobody
+// else took over meanwhile.
 func (l *lease) start(ctx context.Context, wg *sync.WaitGroup, lost func(error)) {
 	wg.Add(1)
 	go func() {
@@ -123,6 +126,9 @@ func (l *lease) start(ctx context.Context, wg *sync.WaitGroup, lost func(error))
 			}
 			rctx, cancel := context.WithTimeout(ctx, l.ttl/3)
 			cur, err := l.read(rctx)
+			if errors.Is(err, ErrCorrupt) {
+				cur, err = &Lease{Owner: "an unreadable lease object"}, nil
+			}
 			if err == nil && (cur == nil || cur.Token != l.token) {
 				err = fmt.Errorf("%w: the lease object now names %v", ErrLeased, cur)
 				cancel()
@@ -135,11 +141,10 @@ func (l *lease) start(ctx context.Context, wg *sync.WaitGroup, lost func(error))
 			}
 			cancel()
 			if err != nil {
-				l.log.Warn("chunkstore: lease renewal failed", "err", err)
-				if !l.valid(0) {
-					lost(err)
-					return
-				}
+				// Not lost yet: nothing is published while the lease is
+				// not valid (publish checks), local writes go on, and the
+				// next renewal that finds our token takes it up again.
+				l.log.Warn("chunkstore: lease renewal failed; publishing waits for the next renewal", "err", err)
 			}
 		}
 	}()

@@ -3,6 +3,8 @@ package chunkstore
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	s3client "github.com/tristore/tristore/client/s3"
 )
@@ -138,4 +142,53 @@ func (s *stallRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return s.next.RoundTrip(r)
+}
+
+// TestLeaseRenewal: a link too broken to renew the lease past its expiry
+// only holds publishing back (local writes go on) and the store publishes
+// again once a renewal finds its own token; a lease object that names
+// someone else makes the store refuse writes for good.
+func TestLeaseRenewal(t *testing.T) {
+	v := newEnv(t)
+	f := &flaky{next: http.DefaultTransport}
+	e, err := s3client.New(s3client.Config{Endpoint: v.e.Config().Endpoint, AccessKey: testAK, SecretKey: testSK, PathStyle: true,
+		Retries: s3client.NoRetries, HTTPClient: &http.Client{Transport: f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := v.cfg(t.TempDir())
+	c.Engine, c.LeaseTTL = e, 3*time.Second
+	s := v.open(c)
+	ino := mkfile(t, s, "f")
+	f.down.Store(true)
+	time.Sleep(3500 * time.Millisecond) // renewals failed past the expiry
+	write(t, s, ino, []byte("local"), 0)
+	if err := s.Sync(context.Background()); err == nil {
+		t.Fatal("published with an expired lease")
+	}
+	f.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Sync(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no publish within 10 s of the link coming back")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Someone else's lease: refused for good.
+	k := "fs/" + leaseKey
+	if _, err := v.e.API().PutObject(context.Background(), &awss3.PutObjectInput{Bucket: &v.bucket, Key: &k,
+		Body: strings.NewReader(fmt.Sprintf(`{"owner":"intruder","token":"x","expires":%d}`, time.Now().Add(time.Hour).UnixNano()))}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.WriteAt(context.Background(), ino, []byte("x"), 0)
+		if errors.Is(err, ErrReadOnly) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes still accepted 10 s after the lease was taken over: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
