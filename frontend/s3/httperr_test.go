@@ -115,7 +115,7 @@ func TestErrorLogLevels(t *testing.T) {
 	ts := newTestServerLog(t, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	wantStatus(t, ts.do(t, "PUT", "/lvl", nil, nil), 200)
 	wantErr(t, ts.do(t, "GET", "/lvl/missing", nil, nil), 404, "NoSuchKey")
-	wantErr(t, ts.do(t, "PUT", "/lvl?cors", []byte("<CORSConfiguration/>"), nil), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "PUT", "/lvl?cors", []byte("<CORSConfiguration/>"), nil), 400, "MalformedXML")
 	wantErr(t, ts.do(t, "PUT", "/lvl/k", []byte("x"), map[string]string{"X-Amz-Server-Side-Encryption": "aws:kms"}), 501, "NotImplemented")
 	wantErr(t, ts.do(t, "GET", "/lvl?cors", nil, nil), 404, "NoSuchCORSConfiguration")
 	rawRequest(t, ts, "GARBAGE\r\n\r\n")

@@ -298,6 +298,13 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, rc *reqCtx) erro
 	if err != nil {
 		return err
 	}
+	if r.Method == http.MethodOptions {
+		rc.op = opPreflight
+		return s.preflight(w, r, rc) // cors.go: unauthenticated, as browsers send it
+	}
+	if bucket != "" && r.Header.Get("Origin") != "" {
+		s.corsActual(w, r, bucket)
+	}
 	op, err := route(r, bucket, key)
 	rc.op = op
 	if err != nil {
@@ -332,6 +339,9 @@ func (s *Server) checkSkew(r *http.Request) error {
 	var err error
 	if v := r.Header.Get("X-Amz-Date"); v != "" {
 		t, err = time.Parse("20060102T150405Z", v)
+		if err != nil {
+			t, err = http.ParseTime(v) // SigV2 clients send x-amz-date in RFC 1123 form
+		}
 	} else if v := r.Header.Get("Date"); v != "" {
 		t, err = http.ParseTime(v)
 	} else {

@@ -433,7 +433,7 @@ func TestCopyAndACL(t *testing.T) {
 		t.Fatalf("object ACL: %s", g.body)
 	}
 	wantErr(t, ts.do(t, "GET", "/cbk?cors", nil, nil), 404, "NoSuchCORSConfiguration")
-	wantErr(t, ts.do(t, "PUT", "/cbk?cors", []byte("<CORSConfiguration/>"), nil), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "PUT", "/cbk?cors", []byte("<CORSConfiguration/>"), nil), 400, "MalformedXML")
 	wantErr(t, ts.do(t, "PUT", "/cbk/enc", []byte("x"), map[string]string{"X-Amz-Server-Side-Encryption": "aws:kms"}), 501, "NotImplemented")
 	wantErr(t, ts.do(t, "GET", "/cbk/enc", nil, nil), 404, "NoSuchKey")
 }

@@ -78,7 +78,7 @@ func TestSDKUnsetSettingsAndTagging(t *testing.T) {
 		}
 		_, err = c.PutBucketCors(ctx, &awss3.PutBucketCorsInput{Bucket: bkt, CORSConfiguration: &types.CORSConfiguration{
 			CORSRules: []types.CORSRule{{AllowedMethods: []string{"GET"}, AllowedOrigins: []string{"*"}}}}})
-		if errCode(err) != "NotImplemented" || httpStatus(err) != http.StatusNotImplemented {
+		if err != nil { // implemented since (cors.go); TestCORSPeers has the details
 			t.Errorf("PutBucketCors: %v", err)
 		}
 	})

@@ -1,0 +1,25 @@
+package s3
+
+import "net/http"
+
+// routeConfig routes the bucket settings that are implemented in their own
+// files (cors.go, lifecycle.go). route asks it first, so these
+// sub-resources never reach the "never set" answers of config.go or the
+// NotImplemented list of router.go.
+func routeConfig(r *http.Request, bucket, key string) *operation {
+	if bucket == "" || key != "" {
+		return nil
+	}
+	q := r.URL.Query()
+	if _, ok := q["cors"]; ok {
+		switch r.Method {
+		case http.MethodGet:
+			return opGetBucketCors
+		case http.MethodPut:
+			return opPutBucketCors
+		case http.MethodDelete:
+			return opDeleteBucketCors
+		}
+	}
+	return nil
+}
