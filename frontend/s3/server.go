@@ -339,9 +339,6 @@ func (s *Server) checkSkew(r *http.Request) error {
 	var err error
 	if v := r.Header.Get("X-Amz-Date"); v != "" {
 		t, err = time.Parse("20060102T150405Z", v)
-		if err != nil {
-			t, err = http.ParseTime(v) // SigV2 clients send x-amz-date in RFC 1123 form
-		}
 	} else if v := r.Header.Get("Date"); v != "" {
 		t, err = http.ParseTime(v)
 	} else {
