@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -43,7 +44,9 @@ func DefaultDir() string {
 // Fingerprint names the network an endpoint is reached over: the local
 // address and interface a connection to it leaves from (so the same laptop
 // on another Wi-Fi, or inside another network namespace, gets another
-// profile), plus the endpoint itself and the direction. dial makes the
+// profile), the round trip's order of magnitude (the same addresses over
+// another path — an emulated link with another preset, a VPN — differ
+// there), plus the endpoint itself and the direction. dial makes the
 // probing connection (nil: a plain dialer); it is closed at once.
 func Fingerprint(ctx context.Context, endpoint string, dir Direction, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (fp, desc string, err error) {
 	u, err := url.Parse(endpoint)
@@ -61,14 +64,26 @@ func Fingerprint(ctx context.Context, endpoint string, dir Direction, dial func(
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
 	}
-	c, err := dial(ctx, "tcp", host)
-	if err != nil {
-		return "", "", fmt.Errorf("tuner: reaching %s: %w", endpoint, err)
+	var (
+		local  net.IP
+		remote string
+		rtt    = time.Duration(math.MaxInt64)
+	)
+	// Three connects; the fastest is the round trip (jitter only adds).
+	for range 3 {
+		t0 := time.Now()
+		c, err := dial(ctx, "tcp", host)
+		if err != nil {
+			return "", "", fmt.Errorf("tuner: reaching %s: %w", endpoint, err)
+		}
+		rtt = min(rtt, time.Since(t0))
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+			local = a.IP
+		}
+		remote = c.RemoteAddr().String()
+		c.Close()
 	}
-	local := c.LocalAddr().(*net.TCPAddr).IP
-	remote := c.RemoteAddr().String()
-	c.Close()
-	desc = fmt.Sprintf("local %s -> %s", local, remote)
+	desc = fmt.Sprintf("local %s -> %s, %s", local, remote, rttClass(rtt))
 	if ifs, err := net.Interfaces(); err == nil {
 	outer:
 		for _, ifc := range ifs {
@@ -83,6 +98,20 @@ func Fingerprint(ctx context.Context, endpoint string, dir Direction, dial func(
 	}
 	sum := sha256.Sum256([]byte(endpoint + "\n" + string(dir) + "\n" + desc))
 	return hex.EncodeToString(sum[:8]), desc, nil
+}
+
+// rttClass buckets a round trip coarsely enough that jitter rarely moves
+// it across a boundary.
+func rttClass(d time.Duration) string {
+	switch {
+	case d < 2*time.Millisecond:
+		return "rtt <2ms"
+	case d < 20*time.Millisecond:
+		return "rtt 2-20ms"
+	case d < 200*time.Millisecond:
+		return "rtt 20-200ms"
+	}
+	return "rtt >200ms"
 }
 
 func profilePath(dir, fp string) string { return filepath.Join(dir, fp+".json") }
