@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tristore/tristore/store"
@@ -101,6 +102,12 @@ func (s *Server) createBucket(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	if acl != "" && !s.opts.Authz.ValidCannedACL(acl) {
 		return ErrInvalidArgument.withMessage("unknown canned ACL " + acl)
 	}
+	lock := strings.EqualFold(r.Header.Get("X-Amz-Bucket-Object-Lock-Enabled"), "true")
+	if lock {
+		if _, _, err := s.versioner(); err != nil {
+			return err
+		}
+	}
 	err := s.st.CreateBucket(r.Context(), rc.bucket, rc.ident.User)
 	if errors.Is(err, store.ErrBucketExists) {
 		if bi, serr := s.st.StatBucket(r.Context(), rc.bucket); serr == nil && bi.Owner != rc.ident.User {
@@ -113,6 +120,11 @@ func (s *Server) createBucket(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	}
 	if acl != "" && acl != "private" {
 		if err := s.setBucketConfig(r, rc.bucket, cfgACL, acl); err != nil {
+			return err
+		}
+	}
+	if lock {
+		if err := s.enableObjectLock(r.Context(), rc.bucket); err != nil { // objectlock.go
 			return err
 		}
 	}
@@ -154,20 +166,6 @@ func (s *Server) getBucketLocation(w http.ResponseWriter, r *http.Request, rc *r
 		loc = ""
 	}
 	return writeXML(w, locationConstraint{NS: s3NS, Value: loc})
-}
-
-type versioningConfiguration struct {
-	XMLName xml.Name `xml:"VersioningConfiguration"`
-	NS      string   `xml:"xmlns,attr"`
-}
-
-// getBucketVersioning reports versioning as never enabled (the store keeps
-// one version per key); clients such as rclone ask before listing.
-func (s *Server) getBucketVersioning(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	return writeXML(w, versioningConfiguration{NS: s3NS})
 }
 
 func (s *Server) bucketConfigurer() (store.BucketConfigurer, error) {

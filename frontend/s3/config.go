@@ -48,9 +48,6 @@ var unsetSettings = []unsetSetting{
 	{"encryption", "GetBucketEncryption", "s3:GetEncryptionConfiguration",
 		&APIError{"ServerSideEncryptionConfigurationNotFoundError", http.StatusNotFound, "The server side encryption configuration was not found"}, nil,
 		"DeleteBucketEncryption", "s3:PutEncryptionConfiguration"},
-	{"object-lock", "GetObjectLockConfiguration", "s3:GetBucketObjectLockConfiguration",
-		&APIError{"ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket"}, nil,
-		"", ""},
 	{"website", "GetBucketWebsite", "s3:GetBucketWebsite",
 		&APIError{"NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration"}, nil,
 		"DeleteBucketWebsite", "s3:DeleteBucketWebsite"},
@@ -90,8 +87,8 @@ type listConfigsXML struct {
 // that does not exist, which is every id here.
 var errNoSuchConfiguration = &APIError{"NoSuchConfiguration", http.StatusNotFound, "The specified configuration does not exist."}
 
-// errMissingObjectLock is S3's answer to GetObjectRetention and
-// GetObjectLegalHold in a bucket without Object Lock.
+// errMissingObjectLock is S3's answer to retention and legal-hold
+// requests (and x-amz-object-lock-* headers) in a bucket without Object Lock.
 var errMissingObjectLock = ErrInvalidRequest.withMessage("Bucket is missing Object Lock Configuration")
 
 // routeUnset returns the operation for a GET or DELETE of a setting that
@@ -102,23 +99,7 @@ func routeUnset(r *http.Request, bucket, key string) *operation {
 	}
 	q := r.URL.Query()
 	if key != "" {
-		if r.Method != http.MethodGet {
-			return nil
-		}
-		for _, sub := range []struct{ q, name, action string }{
-			{"retention", "GetObjectRetention", "s3:GetObjectRetention"},
-			{"legal-hold", "GetObjectLegalHold", "s3:GetObjectLegalHold"},
-		} {
-			if _, ok := q[sub.q]; ok {
-				return &operation{sub.name, sub.action, func(s *Server, w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-					if _, err := s.st.Stat(r.Context(), rc.bucket, rc.key); err != nil {
-						return err
-					}
-					return errMissingObjectLock
-				}}
-			}
-		}
-		return nil
+		return nil // object retention and legal hold: objectlock.go
 	}
 	for _, u := range unsetSettings {
 		if _, ok := q[u.sub]; !ok {

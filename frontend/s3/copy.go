@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,28 +16,35 @@ var (
 	opUploadPartCopy = &operation{"UploadPartCopy", "s3:PutObject", (*Server).uploadPartCopy}
 )
 
-// parseCopySource splits x-amz-copy-source ("[/]bucket/key[?versionId=null]",
-// URL-encoded) into bucket and key.
-func parseCopySource(v string) (bucket, key string, err error) {
+// parseCopySource splits x-amz-copy-source ("[/]bucket/key[?versionId=ID]",
+// URL-encoded) into bucket, key and version ("" = the latest).
+func parseCopySource(v string) (bucket, key, vid string, err error) {
 	src, ver, _ := strings.Cut(v, "?")
 	if ver != "" {
-		if q, perr := url.ParseQuery(ver); perr != nil || (q.Get("versionId") != "" && q.Get("versionId") != "null") {
-			return "", "", ErrNotImplemented.withMessage("object versions are not supported")
+		q, perr := url.ParseQuery(ver)
+		if perr != nil {
+			return "", "", "", ErrInvalidCopySource
+		}
+		if vs, ok := q["versionId"]; ok {
+			if len(vs) == 0 || vs[0] == "" {
+				return "", "", "", ErrInvalidArgument.withMessage("Version id cannot be the empty string")
+			}
+			vid = vs[0]
 		}
 	}
 	src, perr := url.PathUnescape(src)
 	if perr != nil {
-		return "", "", ErrInvalidCopySource
+		return "", "", "", ErrInvalidCopySource
 	}
 	src = strings.TrimPrefix(src, "/")
 	bucket, key, ok := strings.Cut(src, "/")
 	if !ok || bucket == "" || key == "" {
-		return "", "", ErrInvalidCopySource
+		return "", "", "", ErrInvalidCopySource
 	}
 	if err := checkKey(key); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	return bucket, key, nil
+	return bucket, key, vid, nil
 }
 
 type copyObjectResult struct {
@@ -56,7 +64,7 @@ type copyPartResult struct {
 // copyObject copies (or, onto itself with REPLACE, re-describes) an object.
 func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
 	ctx := r.Context()
-	sb, sk, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+	sb, sk, svid, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
 	if err != nil {
 		return err
 	}
@@ -80,8 +88,11 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			return err
 		}
 	}
-	rd, oi, err := s.st.Get(ctx, sb, sk, 0, -1)
+	rd, oi, err := s.getObjectVersion(ctx, nil, sb, sk, svid, 0, -1)
 	if err != nil {
+		if errors.Is(err, store.ErrDeleteMarker) {
+			return ErrInvalidRequest.withMessage("The source of a copy request may not specifically refer to a delete marker by version id.")
+		}
 		return err
 	}
 	defer rd.Close()
@@ -113,12 +124,20 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if tagDirective == "REPLACE" {
 		meta.Tags = newTags
 	}
+	if err := s.applyObjectLock(ctx, r.Header, rc.bucket, &meta); err != nil { // objectlock.go
+		return err
+	}
 	var res store.ObjectInfo
-	if sb == rc.bucket && sk == rc.key {
+	if sb == rc.bucket && sk == rc.key && svid == "" {
 		if directive != "REPLACE" {
 			return ErrIllegalCopy
 		}
-		if mu, ok := s.st.(store.MetaUpdater); ok {
+		// On a versioned bucket a copy onto itself is a new version, as in S3.
+		state, err := s.versioningState(ctx, rc.bucket)
+		if err != nil {
+			return err
+		}
+		if mu, ok := s.st.(store.MetaUpdater); ok && state == "" {
 			rd.Close()
 			res, err = mu.UpdateMeta(ctx, sb, sk, meta)
 		} else {
@@ -129,6 +148,10 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	}
 	if err != nil {
 		return err
+	}
+	setVersionHeader(w.Header(), res, "")
+	if oi.VersionID != "" || svid != "" {
+		w.Header().Set("X-Amz-Copy-Source-Version-Id", wireVersion(oi))
 	}
 	return writeXML(w, copyObjectResult{NS: s3NS, ETag: `"` + res.ETag + `"`, LastModified: xmlTime(res.ModTime)})
 }
@@ -164,14 +187,14 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 	if err != nil {
 		return err
 	}
-	sb, sk, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+	sb, sk, svid, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
 	if err != nil {
 		return err
 	}
 	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
 		return err
 	}
-	oi, err := s.st.Stat(ctx, sb, sk)
+	oi, err := s.statObject(ctx, nil, sb, sk, svid)
 	if err != nil {
 		return err
 	}
@@ -184,7 +207,7 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 			return err
 		}
 	}
-	rd, got, err := s.st.Get(ctx, sb, sk, br.off, br.n)
+	rd, got, err := s.getObjectVersion(ctx, nil, sb, sk, svid, br.off, br.n)
 	if err != nil {
 		return err
 	}

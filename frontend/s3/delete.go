@@ -2,7 +2,6 @@ package s3
 
 import (
 	"encoding/xml"
-	"errors"
 	"net/http"
 
 	"github.com/tristore/tristore/store"
@@ -13,10 +12,26 @@ var (
 	opDeleteObjects = &operation{"DeleteObjects", "", (*Server).deleteObjects} // authorised per key
 )
 
-// deleteObject removes one key. Deleting a missing key succeeds (204), as in S3.
+// deleteObject removes one key (or, with versionId, one version).
+// Deleting a missing key succeeds (204), as in S3; on a versioned bucket
+// it adds a delete marker (versioning.go).
 func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if err := s.st.Delete(r.Context(), rc.bucket, rc.key); err != nil && !errors.Is(err, store.ErrNoSuchKey) {
+	vid, err := versionParam(r)
+	if err != nil {
 		return err
+	}
+	oi, err := s.deleteOne(r.Context(), rc, r, rc.key, vid)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	if oi.DeleteMarker {
+		h.Set("X-Amz-Delete-Marker", "true")
+	}
+	if vid != "" {
+		h.Set("X-Amz-Version-Id", vid)
+	} else if oi.DeleteMarker {
+		h.Set("X-Amz-Version-Id", wireVersion(oi))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -33,13 +48,17 @@ type deleteRequest struct {
 }
 
 type deletedObject struct {
-	Key string `xml:"Key"`
+	Key                   string `xml:"Key"`
+	VersionID             string `xml:"VersionId,omitempty"`
+	DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+	DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 }
 
 type deleteError struct {
-	Key     string `xml:"Key"`
-	Code    string `xml:"Code"`
-	Message string `xml:"Message"`
+	Key       string `xml:"Key"`
+	VersionID string `xml:"VersionId,omitempty"`
+	Code      string `xml:"Code"`
+	Message   string `xml:"Message"`
 }
 
 type deleteResult struct {
@@ -91,25 +110,24 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rc *reqCt
 		if err == nil && o.Key == "" {
 			err = ErrInvalidKey
 		}
-		if err == nil && o.VersionID != "" && o.VersionID != "null" {
-			err = &APIError{"NoSuchVersion", http.StatusNotFound, "The specified version does not exist (buckets are not versioned)."}
-		}
 		if err == nil {
 			err = s.authorize(r.Context(), rc, "s3:DeleteObject", rc.bucket, o.Key)
 		}
+		var oi store.ObjectInfo
 		if err == nil {
-			err = s.st.Delete(r.Context(), rc.bucket, o.Key)
-			if errors.Is(err, store.ErrNoSuchKey) {
-				err = nil
-			}
+			oi, err = s.deleteOne(r.Context(), rc, r, o.Key, o.VersionID)
 		}
 		if err != nil {
 			ae := toAPIError(err)
-			res.Errors = append(res.Errors, deleteError{o.Key, ae.Code, ae.Message})
+			res.Errors = append(res.Errors, deleteError{o.Key, o.VersionID, ae.Code, ae.Message})
 			continue
 		}
 		if !req.Quiet {
-			res.Deleted = append(res.Deleted, deletedObject{o.Key})
+			d := deletedObject{Key: o.Key, VersionID: o.VersionID, DeleteMarker: oi.DeleteMarker}
+			if o.VersionID == "" && oi.DeleteMarker {
+				d.DeleteMarkerVersionID = wireVersion(oi)
+			}
+			res.Deleted = append(res.Deleted, d)
 		}
 	}
 	return writeXML(w, res)

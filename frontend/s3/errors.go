@@ -148,6 +148,12 @@ func toAPIError(err error) *APIError {
 		return ErrPreconditionFailed
 	case errors.Is(err, store.ErrInUse):
 		return ErrVolumeInUse
+	case errors.Is(err, store.ErrNoSuchVersion):
+		return ErrNoSuchVersion
+	case errors.Is(err, store.ErrInvalidVersion):
+		return ErrInvalidVersionID
+	case errors.Is(err, store.ErrDeleteMarker):
+		return ErrDeleteMarkerMethod
 	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ErrInsufficientStorage
 	case errors.Is(err, store.ErrReadOnly), errors.Is(err, syscall.EROFS):

@@ -61,6 +61,9 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err != nil {
 		return err
 	}
+	if err := s.applyObjectLock(r.Context(), r.Header, rc.bucket, &meta); err != nil { // objectlock.go
+		return err
+	}
 	if a := r.Header.Get("X-Amz-Checksum-Algorithm"); a != "" {
 		if _, ok := checksumAlgs[strings.ToLower(a)]; !ok {
 			return ErrInvalidArgument.withMessage("Unsupported checksum algorithm " + a)
@@ -258,6 +261,7 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
+	setVersionHeader(w.Header(), oi, "")
 	loc := "/" + rc.bucket + "/" + rc.key
 	if r.Host != "" {
 		loc = "http://" + r.Host + loc

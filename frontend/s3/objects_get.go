@@ -178,20 +178,23 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		return ErrInvalidRequest.withMessage("Cannot specify both Range header and partNumber query parameter")
 	}
 	head := r.Method == http.MethodHead
+	vid, err := versionParam(r)
+	if err != nil {
+		return err
+	}
 
 	var (
 		rd      io.ReadCloser
 		oi      store.ObjectInfo
 		br      byteRange
 		partial bool
-		err     error
 	)
 	if rangeHdr == "" && partStr == "" {
 		// Common case: one store call. HEAD only needs Stat.
 		if head {
-			oi, err = s.st.Stat(ctx, rc.bucket, rc.key)
+			oi, err = s.statObject(ctx, w, rc.bucket, rc.key, vid)
 		} else {
-			rd, oi, err = s.st.Get(ctx, rc.bucket, rc.key, 0, -1)
+			rd, oi, err = s.getObjectVersion(ctx, w, rc.bucket, rc.key, vid, 0, -1)
 		}
 		if err != nil {
 			return err
@@ -207,7 +210,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		// The range depends on the size: Stat, resolve, then read that
 		// range and make sure it is still the same object (bounded retries).
 		for attempt := 0; ; attempt++ {
-			oi, err = s.st.Stat(ctx, rc.bucket, rc.key)
+			oi, err = s.statObject(ctx, w, rc.bucket, rc.key, vid)
 			if err != nil {
 				return err
 			}
@@ -225,7 +228,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 				break
 			}
 			var got store.ObjectInfo
-			rd, got, err = s.st.Get(ctx, rc.bucket, rc.key, br.off, br.n)
+			rd, got, err = s.getObjectVersion(ctx, w, rc.bucket, rc.key, vid, br.off, br.n)
 			if err != nil {
 				return err
 			}
@@ -241,6 +244,8 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	}
 	h := w.Header()
 	setObjectHeaders(h, oi, !partial && strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED"))
+	setVersionHeader(h, oi, vid)
+	lockHeaders(h, oi.Meta)
 	for p, hdr := range responseOverrides {
 		if v := q.Get(p); v != "" {
 			h.Set(hdr, v)

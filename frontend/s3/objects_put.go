@@ -101,6 +101,9 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	if err != nil {
 		return err
 	}
+	if err := s.applyObjectLock(ctx, r.Header, rc.bucket, &meta); err != nil { // objectlock.go
+		return err
+	}
 	// Conditional PUT: If-None-Match: * refuses to overwrite, If-Match
 	// requires the current ETag. Both are checked here, before the body is
 	// read, so a doomed upload fails fast. That check alone cannot settle
@@ -146,6 +149,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	}
 	h := w.Header()
 	h.Set("ETag", `"`+oi.ETag+`"`)
+	setVersionHeader(h, oi, "")
 	for alg, v := range sums {
 		h.Set("X-Amz-Checksum-"+strings.ToLower(alg), v)
 	}
@@ -170,7 +174,7 @@ func echoTrailerChecksums(h http.Header, r *http.Request) {
 // client asking for encryption or a retention lock must not believe it
 // got one.
 var unsupportedHeaders = []string{
-	"x-amz-server-side-encryption", "x-amz-object-lock-",
+	"x-amz-server-side-encryption",
 	"x-amz-website-redirect-location",
 }
 

@@ -82,7 +82,7 @@ func validBucketName(b string) bool {
 // of being mistaken for a plain GET/PUT of the bucket or object.
 var unsupportedSub = []string{
 	"cors", "lifecycle", "website", "encryption", "replication",
-	"logging", "notification", "object-lock", "legal-hold", "retention",
+	"logging", "notification",
 	"accelerate", "requestPayment", "inventory", "analytics", "metrics",
 	"intelligent-tiering", "ownershipControls", "publicAccessBlock", "torrent",
 	"restore", "select", "versionId", "policyStatus",
@@ -92,6 +92,9 @@ func hasQ(r *http.Request, k string) bool { _, ok := r.URL.Query()[k]; return ok
 
 func route(r *http.Request, bucket, key string) (*operation, error) {
 	q := r.URL.Query()
+	if op := routeVersioning(r, bucket, key); op != nil { // objectlock.go
+		return op, nil
+	}
 	if op := routeConfig(r, bucket, key); op != nil {
 		return op, nil
 	}
@@ -99,8 +102,8 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 		return op, nil
 	}
 	for _, sub := range unsupportedSub {
-		if sub == "versionId" && q.Get(sub) == "null" {
-			continue // the one version of an unversioned object
+		if sub == "versionId" && (q.Get(sub) == "null" || versionedObjectRequest(r, key)) {
+			continue // versioning.go
 		}
 		if _, ok := q[sub]; ok {
 			return &operation{name: "Unsupported"}, ErrNotImplemented.withMessage("the ?" + sub + " sub-resource is not implemented")
@@ -144,8 +147,6 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 				return opPutBucketPolicy, nil
 			case hasQ(r, "tagging"):
 				return opPutBucketTagging, nil
-			case hasQ(r, "versioning"):
-				return &operation{name: "PutBucketVersioning"}, ErrNotImplemented.withMessage("versioning is not supported")
 			}
 			return opCreateBucket, nil
 		case http.MethodDelete:

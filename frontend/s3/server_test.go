@@ -187,7 +187,7 @@ func TestObjectBasics(t *testing.T) {
 		t.Fatalf("override: %v", g.header)
 	}
 	wantStatus(t, ts.do(t, "GET", "/bkt/dir/obj.txt?versionId=null", nil, nil), 200)
-	wantErr(t, ts.do(t, "GET", "/bkt/dir/obj.txt?versionId=3HL4kqtJlcpXroDTDmJ", nil, nil), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "GET", "/bkt/dir/obj.txt?versionId=3HL4kqtJlcpXroDTDmJ", nil, nil), 400, "InvalidArgument")
 	wantErr(t, ts.do(t, "GET", "/bkt/nokey", nil, nil), 404, "NoSuchKey")
 	// Keys with no plain path are stored aside (store/posix hidden area),
 	// never outside the bucket: each reads back as itself.
@@ -287,7 +287,7 @@ func TestListingPages(t *testing.T) {
 	var lv listVersionsResult
 	r = ts.do(t, "GET", "/lbk?versions&max-keys=4", nil, nil)
 	xml.Unmarshal(r.body, &lv)
-	if len(lv.Versions) != 4 || lv.Versions[0].VersionID != "null" || !lv.Versions[0].IsLatest || !lv.IsTruncated || lv.NextKeyMarker != "c/x/y" {
+	if len(lv.Entries) != 4 || lv.Entries[0].VersionID != "null" || !lv.Entries[0].IsLatest || !lv.IsTruncated || lv.NextKeyMarker != "c/x/y" {
 		t.Fatalf("versions: %s", r.body)
 	}
 }
