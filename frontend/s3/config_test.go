@@ -54,7 +54,7 @@ func TestUnsetSettingsAnswerLikeS3(t *testing.T) {
 		wantStatus(t, ts.do(t, "DELETE", p, nil, nil), 204)
 	}
 	// Setting one stays 501: the client must not believe a rule is in force.
-	for _, p := range []string{"/ubk?lifecycle", "/ubk?encryption", "/ubk?website", "/ubk?replication"} {
+	for _, p := range []string{"/ubk?encryption", "/ubk?website", "/ubk?replication"} {
 		t.Run("PUT"+p, func(t *testing.T) { wantErr(t, ts.do(t, "PUT", p, []byte("<X/>"), nil), 501, "NotImplemented") })
 	}
 	// Versioning and Object Lock can be set (versioning_test.go): a wrong document is MalformedXML.

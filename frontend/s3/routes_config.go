@@ -21,5 +21,15 @@ func routeConfig(r *http.Request, bucket, key string) *operation {
 			return opDeleteBucketCors
 		}
 	}
+	if _, ok := q["lifecycle"]; ok {
+		switch r.Method {
+		case http.MethodGet:
+			return opGetBucketLifecycle
+		case http.MethodPut:
+			return opPutBucketLifecycle
+		case http.MethodDelete:
+			return opDeleteBucketLifecycle
+		}
+	}
 	return nil
 }

@@ -64,6 +64,9 @@ type Options struct {
 	Auth Authenticator
 	// Authz authorises requests; required.
 	Authz Authorizer
+	// LifecycleDay is the length of a "day" for lifecycle rules (default
+	// 24h, or env TRISTORE_LIFECYCLE_DAY): shorter in tests (lifecycle_worker.go).
+	LifecycleDay time.Duration
 }
 
 // Identity is who sent a request.
@@ -114,6 +117,7 @@ type Server struct {
 	mu     sync.Mutex
 	hs     []*http.Server
 	closed bool
+	lc     lifecycleWorker
 }
 
 // New returns a Server over st.
@@ -176,6 +180,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.hs = append(s.hs, hs)
 	s.mu.Unlock()
+	s.startLifecycle(ctx)
 
 	// Below TLS: see httperr.go for what this catches and what it cannot.
 	ln = xmlErrListener{Listener: ln, s: s}
@@ -194,6 +199,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		s.shutdown(hs)
 		<-errc
+		s.stopLifecycle()
 		return nil
 	}
 }
@@ -220,6 +226,7 @@ func (s *Server) Close() error {
 		go func() { defer wg.Done(); s.shutdown(hs) }()
 	}
 	wg.Wait()
+	s.stopLifecycle()
 	return nil
 }
 
