@@ -11,9 +11,9 @@ import (
 const MaxPolicySize = 20 << 10
 
 // Policy is a parsed bucket policy. Only the elements tristore enforces
-// exist here; ParsePolicy rejects documents using anything else, because
-// silently ignoring a Condition or NotPrincipal would grant more than the
-// owner meant.
+// exist here; ParsePolicy rejects documents using anything else (an
+// unknown condition operator or key, a service principal), because
+// silently ignoring part of a policy would grant more than the owner meant.
 type Policy struct {
 	Version    string
 	ID         string
@@ -28,6 +28,11 @@ type Statement struct {
 	Principals []string
 	Actions    []string // patterns such as "s3:GetObject", "s3:Get*", "*"
 	Resources  []string // patterns such as "arn:aws:s3:::bucket/*"
+	// NotPrincipal, NotAction, NotResource: the statement came with the
+	// Not* element, so it applies to everything the list does not match.
+	NotPrincipal, NotAction, NotResource bool
+	// Conditions must all hold for the statement to apply.
+	Conditions []Condition
 }
 
 // PolicyError is a rejected policy document; Code is the S3 error code
@@ -47,9 +52,9 @@ const arnPrefix = "arn:aws:s3:::"
 
 // ParsePolicy parses and validates a bucket policy for bucket. It accepts
 // Version, Id and Statement (an object or a list); each statement may have
-// Sid, Effect, Principal, Action and Resource. NotPrincipal, NotAction,
-// NotResource, Condition and anything unknown are rejected with
-// MalformedPolicy.
+// Sid, Effect, Principal or NotPrincipal, Action or NotAction, Resource or
+// NotResource, and Condition (condition.go). Anything unknown is rejected
+// with MalformedPolicy.
 func ParsePolicy(doc []byte, bucket string) (*Policy, error) {
 	if len(doc) > MaxPolicySize {
 		return nil, malformed("Policies must be no more than 20 KB.")
@@ -143,9 +148,8 @@ func parseStatement(raw json.RawMessage, bucket string) (Statement, *PolicyError
 	}
 	for k := range m {
 		switch k {
-		case "Sid", "Effect", "Principal", "Action", "Resource":
-		case "NotPrincipal", "NotAction", "NotResource", "Condition":
-			return st, malformed("%s is not supported by tristore", k)
+		case "Sid", "Effect", "Principal", "Action", "Resource",
+			"NotPrincipal", "NotAction", "NotResource", "Condition":
 		default:
 			return st, malformed("unknown field %s", k)
 		}
@@ -158,15 +162,35 @@ func parseStatement(raw json.RawMessage, bucket string) (Statement, *PolicyError
 	if err := json.Unmarshal(m["Effect"], &st.Effect); err != nil || (st.Effect != "Allow" && st.Effect != "Deny") {
 		return st, malformed("Invalid effect: Effect must be Allow or Deny")
 	}
-	pr, ok := m["Principal"]
-	if !ok {
-		return st, malformed("Missing required field Principal")
+	// one picks exactly one of an element and its Not form.
+	one := func(name string) (json.RawMessage, bool, *PolicyError) {
+		v, has := m[name]
+		nv, hasNot := m["Not"+name]
+		switch {
+		case has && hasNot:
+			return nil, false, malformed("Statement may have only one of %s and Not%s", name, name)
+		case hasNot:
+			return nv, true, nil
+		case !has:
+			return nil, false, malformed("Missing required field %s", name)
+		}
+		return v, false, nil
 	}
+	pr, not, perr := one("Principal")
+	if perr != nil {
+		return st, perr
+	}
+	st.NotPrincipal = not
 	var err *PolicyError
 	if st.Principals, err = parsePrincipal(pr); err != nil {
 		return st, err
 	}
-	acts, ok := stringOrList(m["Action"])
+	ar, not, perr := one("Action")
+	if perr != nil {
+		return st, perr
+	}
+	st.NotAction = not
+	acts, ok := stringOrList(ar)
 	if !ok {
 		return st, malformed("Missing required field Action")
 	}
@@ -176,7 +200,12 @@ func parseStatement(raw json.RawMessage, bucket string) (Statement, *PolicyError
 		}
 	}
 	st.Actions = acts
-	res, ok := stringOrList(m["Resource"])
+	rr, not, perr := one("Resource")
+	if perr != nil {
+		return st, perr
+	}
+	st.NotResource = not
+	res, ok := stringOrList(rr)
 	if !ok {
 		return st, malformed("Missing required field Resource")
 	}
@@ -185,8 +214,13 @@ func parseStatement(raw json.RawMessage, bucket string) (Statement, *PolicyError
 			return st, malformed("Policy has invalid resource %q", r)
 		}
 		b, _, _ := strings.Cut(strings.TrimPrefix(r, arnPrefix), "/")
-		if !globMatch(b, bucket) {
+		if !st.NotResource && !globMatch(b, bucket) {
 			return st, malformed("Policy has invalid resource %q: it must refer to bucket %q", r, bucket)
+		}
+	}
+	if c, ok := m["Condition"]; ok {
+		if st.Conditions, err = parseConditions(c); err != nil {
+			return st, err
 		}
 	}
 	st.Resources = res
