@@ -272,16 +272,25 @@ func createDiskVolume(ctx context.Context, log *slog.Logger, rec *diskLayout, v 
 	}
 	ms := memberSize(rec.Layout, len(rec.Disks), v.Size)
 	var devs []blockdev.Device
+	var made []string
+	// A create that fails half way removes the member files it made, so
+	// the next start can create the volume again.
+	undo := func(err error) error {
+		closeAll(devs)
+		for _, p := range made {
+			os.Remove(p)
+		}
+		return err
+	}
 	for _, d := range rec.Disks {
 		p := filepath.Join(volDir(d), v.Name+".member")
 		if err := createFile(p, ms); err != nil {
-			closeAll(devs)
-			return err
+			return undo(err)
 		}
+		made = append(made, p)
 		dev, err := openFileMember(p, 0)
 		if err != nil {
-			closeAll(devs)
-			return err
+			return undo(err)
 		}
 		devs = append(devs, dev)
 	}
@@ -291,8 +300,7 @@ func createDiskVolume(ctx context.Context, log *slog.Logger, rec *diskLayout, v 
 	}
 	a, err := raid.Create(ctx, level, 0, devs)
 	if err != nil {
-		closeAll(devs)
-		return err
+		return undo(err)
 	}
 	log.Info("disks: volume created", "volume", v.Name, "layout", rec.Layout, "disks", len(rec.Disks), "member_bytes", ms)
 	return a.Close()
