@@ -15,10 +15,9 @@ import (
 // document (so it survives restarts); lifecycle_worker.go enforces it.
 //
 // Enforced: Expiration by Days or Date with a Prefix, Tag, size or And
-// filter, and AbortIncompleteMultipartUpload. NoncurrentVersionExpiration
-// and Expiration/ExpiredObjectDeleteMarker are validated and stored but
-// act on old versions and delete markers, which this build's store does
-// not keep yet: they take effect once versioning is in (docs/s3.md).
+// filter, AbortIncompleteMultipartUpload and, on a store that keeps
+// versions (store.Versioner), NoncurrentVersionExpiration (with
+// NewerNoncurrentVersions) and Expiration/ExpiredObjectDeleteMarker.
 // Transition and NoncurrentVersionTransition move objects between storage
 // classes, of which tristore has one: refused with NotImplemented rather
 // than stored as rules that never act.

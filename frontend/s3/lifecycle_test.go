@@ -157,3 +157,69 @@ func TestLifecycleExpiry(t *testing.T) {
 	served.Close()
 	waitFor("vol/disk to expire once not served", func() bool { return gone("vol/disk") })
 }
+
+// TestLifecycleVersions: on a versioned bucket NoncurrentVersionExpiration
+// removes noncurrent versions a day after they were replaced, keeping
+// NewerNoncurrentVersions of them; ExpiredObjectDeleteMarker then removes
+// a delete marker left alone; the current versions stay.
+func TestLifecycleVersions(t *testing.T) {
+	const day = 300 * time.Millisecond
+	t.Setenv(lifecycleEnv, day.String())
+	ts := newTestServer(t)
+	wantStatus(t, ts.do(t, "PUT", "/lcv", nil, nil), 200)
+	wantStatus(t, ts.do(t, "PUT", "/lcv?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`), nil), 200)
+	for i := range 4 {
+		wantStatus(t, ts.do(t, "PUT", "/lcv/keep", []byte{byte('a' + i)}, nil), 200)
+	}
+	wantStatus(t, ts.do(t, "PUT", "/lcv/gone", []byte("x"), nil), 200)
+	wantStatus(t, ts.do(t, "DELETE", "/lcv/gone", nil, nil), 204)
+	count := func(key string) (versions, markers int) {
+		body := ts.do(t, "GET", "/lcv?versions&prefix="+key, nil, nil).body
+		return bytes.Count(body, []byte("<Version>")), bytes.Count(body, []byte("<DeleteMarker>"))
+	}
+	if v, m := count("keep"); v != 4 || m != 0 {
+		t.Fatalf("before: keep has %d versions, %d markers", v, m)
+	}
+	if v, m := count("gone"); v != 1 || m != 1 {
+		t.Fatalf("before: gone has %d versions, %d markers", v, m)
+	}
+	wantStatus(t, ts.do(t, "PUT", "/lcv?lifecycle", lcDoc(
+		`<Rule><ID>nc</ID><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays><NewerNoncurrentVersions>1</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>`,
+		`<Rule><ID>dm</ID><Filter><Prefix>gone</Prefix></Filter><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>`,
+	), nil), 200)
+	// "gone": its one version is the newest noncurrent one, kept by
+	// NewerNoncurrentVersions=1, so the marker is not alone and stays.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if v, _ := count("keep"); v == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			v, m := count("keep")
+			t.Fatalf("keep: %d versions, %d markers; want the current one and 1 newer noncurrent", v, m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if g := ts.do(t, "GET", "/lcv/keep", nil, nil); string(g.body) != "d" {
+		t.Fatalf("current version changed: %q", g.body)
+	}
+	time.Sleep(3 * day)
+	if v, m := count("gone"); v != 1 || m != 1 {
+		t.Fatalf("gone: %d versions, %d markers; NewerNoncurrentVersions should keep the version and so the marker", v, m)
+	}
+	// Without the NewerNoncurrentVersions keep, the version goes and then the lone marker.
+	wantStatus(t, ts.do(t, "PUT", "/lcv?lifecycle", lcDoc(
+		`<Rule><ID>nc</ID><Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>`,
+		`<Rule><ID>dm</ID><Filter><Prefix>gone</Prefix></Filter><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>`,
+	), nil), 200)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		v, m := count("gone")
+		kv, _ := count("keep")
+		if v == 0 && m == 0 && kv == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gone: %d versions, %d markers; keep: %d versions; want 0, 0, 1", v, m, kv)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

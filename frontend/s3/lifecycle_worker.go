@@ -199,6 +199,7 @@ func (s *Server) applyRule(ctx context.Context, bucket string, ru *lcRule) {
 			after = res.NextAfter
 		}
 	}
+	s.applyVersionRules(ctx, bucket, ru, now)
 	if a := ru.AbortIncompleteMultipart; a != nil && a.DaysAfterInitiation != nil {
 		mp, ok := s.st.(store.Multiparter)
 		if !ok {
@@ -244,4 +245,110 @@ func (s *Server) expire(ctx context.Context, bucket string, ru *lcRule, oi store
 		return
 	}
 	s.log.Info("lifecycle: expired object", "bucket", bucket, "key", oi.Key, "rule", ru.ID)
+}
+
+// maxVersionPages bounds one walk of a bucket's versions (1000 a page).
+const maxVersionPages = 1 << 20
+
+// applyVersionRules enforces NoncurrentVersionExpiration and
+// Expiration/ExpiredObjectDeleteMarker on a bucket whose store keeps
+// versions. A version becomes noncurrent when the next newer one is
+// written, so its noncurrent age counts from that version's time, as in
+// S3; NewerNoncurrentVersions keeps that many newest noncurrent versions
+// whatever their age. A delete marker that is the only version left of
+// its key is "expired" and removed by ExpiredObjectDeleteMarker. A
+// version under Object Lock (retention in force or legal hold) is never
+// removed.
+func (s *Server) applyVersionRules(ctx context.Context, bucket string, ru *lcRule, now time.Time) {
+	nv := ru.NoncurrentVersionExpiration
+	eodm := ru.Expiration != nil && ru.Expiration.ExpiredObjectDeleteMarker != nil && *ru.Expiration.ExpiredObjectDeleteMarker
+	if nv == nil && !eodm {
+		return
+	}
+	v, ok := s.st.(store.Versioner)
+	if !ok {
+		return
+	}
+	var (
+		key         string
+		newerTime   time.Time // ModTime of the next newer version of key
+		noncurrents int       // noncurrent versions of key seen so far (newest first)
+		only        *store.ObjectInfo
+		count       int // versions of key seen
+	)
+	// flush decides about a latest delete marker once all of its key's
+	// versions have been seen.
+	flush := func() {
+		if eodm && only != nil && count == 1 {
+			s.removeVersion(ctx, v, bucket, ru, *only, "expired delete marker")
+		}
+		only, count = nil, 0
+	}
+	opts := store.ListVersionsOptions{Prefix: ru.prefix, Limit: 1000}
+	for range maxVersionPages {
+		res, err := v.ListVersions(ctx, bucket, opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("lifecycle: listing versions", "bucket", bucket, "err", err)
+			}
+			return
+		}
+		for _, oi := range res.Versions {
+			if oi.Key != key {
+				flush()
+				key, noncurrents = oi.Key, 0
+			}
+			count++
+			if oi.IsLatest {
+				if oi.DeleteMarker {
+					o := oi
+					only = &o
+				}
+				newerTime = oi.ModTime
+				continue
+			}
+			became := newerTime
+			newerTime = oi.ModTime
+			if nv == nil || !ru.matches(oi) {
+				continue
+			}
+			noncurrents++
+			if n := nv.NewerNoncurrentVersions; n != nil && noncurrents <= *n {
+				continue
+			}
+			if !now.Before(became.Add(time.Duration(*nv.NoncurrentDays) * s.lc.day)) {
+				s.removeVersion(ctx, v, bucket, ru, oi, "noncurrent version expired")
+			}
+		}
+		if !res.IsTruncated {
+			break
+		}
+		opts.KeyMarker, opts.VersionIDMarker = res.NextKeyMarker, res.NextVersionIDMarker
+	}
+	flush()
+}
+
+// removeVersion deletes one version for good unless Object Lock holds it.
+func (s *Server) removeVersion(ctx context.Context, v store.Versioner, bucket string, ru *lcRule, oi store.ObjectInfo, why string) {
+	if oi.Meta.LegalHold || (oi.Meta.LockMode != "" && s.lc.now().Before(oi.Meta.LockUntil)) {
+		s.log.Info("lifecycle: version kept by Object Lock", "bucket", bucket, "key", oi.Key, "version", oi.VersionID, "rule", ru.ID)
+		return
+	}
+	if _, err := v.DeleteVersion(ctx, bucket, oi.Key, versionArg(oi.VersionID)); err != nil {
+		if errors.Is(err, store.ErrInUse) {
+			s.log.Info("lifecycle: not removing a served block volume", "bucket", bucket, "key", oi.Key, "rule", ru.ID)
+		} else if ctx.Err() == nil {
+			s.log.Warn("lifecycle: removing version", "bucket", bucket, "key", oi.Key, "version", oi.VersionID, "err", err)
+		}
+		return
+	}
+	s.log.Info("lifecycle: "+why, "bucket", bucket, "key", oi.Key, "version", oi.VersionID, "rule", ru.ID)
+}
+
+// versionArg names a version for the Versioner: "" in ObjectInfo is the null version.
+func versionArg(id string) string {
+	if id == "" {
+		return "null"
+	}
+	return id
 }
