@@ -117,7 +117,9 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "round $r: $s" >&2
     rm -f "$WORK/replay.json" "$WORK/stats.json"
     lb=$(bench_load)
-    SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES CACHE=$CACHE AK=$AK SK=$SK "$WORK/tristore" netem run --preset realistic \
+    # Bounded: a side that hangs (a link that stopped carrying new
+    # connections was seen once under heavy machine load) fails the run.
+    SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES CACHE=$CACHE AK=$AK SK=$SK timeout -k 10 ${SIDE_TIMEOUT:-300} "$WORK/tristore" netem run --preset realistic \
       --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
       --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 ||
       bench_fail "$s failed in round $r: $(tail -5 "$WORK/run.log")"
