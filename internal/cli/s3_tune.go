@@ -49,7 +49,7 @@ func init() {
 func addTuneFlags(fs *pflag.FlagSet) {
 	fs.String("tune-dir", "", "where tuned profiles are kept (default: the user cache dir, tristore/s3-tune)")
 	fs.Duration("tune-window", 2*time.Second, "how long each sampled point is measured (after its warm-up)")
-	fs.Int("tune-samples", 6, "most points sampled (the grid has up to 49)")
+	fs.Int("tune-samples", 5, "most points sampled (the grid has up to 49)")
 }
 
 func s3TuneCommand() *cobra.Command {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -124,10 +123,9 @@ func TestTunerOnLinks(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			// The grid's best is one noisy measurement among 43 on a loaded
-			// machine; the choice must reach 90 % of it either where the
-			// grid measured it or in the tuner's own sample.
-			if math.Max(frac, ch.MeasuredBps/best.BandwidthBps) < 0.9 {
+			// Compared where the grid measured the choice (the same
+			// conditions as the grid's best), not the tuner's own sample.
+			if frac < 0.9 {
 				t.Errorf("%s: choice reaches %.1f%% of the grid's best", preset, 100*frac)
 			}
 			if cost > 0.15 {
