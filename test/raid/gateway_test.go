@@ -23,6 +23,7 @@ const gatewayIQN = "iqn.2026-11.io.tristore:-raid:r5"
 // reads back with every checksum intact and e2fsck finds the file system
 // clean.
 func TestGatewayExt4(t *testing.T) {
+	t.Parallel() // independent processes and directories; most of the time is spent waiting
 	testutil.NeedRoot(t, "loop devices and mounts")
 	testutil.NeedFUSE(t)
 	for _, c := range []string{"losetup", "mkfs.ext4", "e2fsck", "mount", "umount", "cp"} {

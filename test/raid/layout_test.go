@@ -24,6 +24,7 @@ import (
 // lost member file leaves the volume degraded, with a warning, and its
 // data intact.
 func TestDiskLayouts(t *testing.T) {
+	t.Parallel() // independent processes and directories; most of the time is spent waiting
 	ctx := context.Background()
 	bin := testutil.TristoreBin(ctx, t)
 	// Without the iSCSI front end the volumes could not be served: refused, not ignored.
@@ -151,4 +152,41 @@ func login(t *testing.T, addr, name string) *iscsi.Session {
 		t.Fatalf("login to volume %s: %v", name, err)
 	}
 	return s
+}
+
+// TestDiskVolumeCreateFailsCleanly: a raid5 volume whose member cannot be
+// made on one disk (the disk path is a file) fails serve with the reason
+// and leaves no member file on the other disks, so once the disk is back
+// the next start creates the volume.
+func TestDiskVolumeCreateFailsCleanly(t *testing.T) {
+	t.Parallel()
+	bin := testutil.TristoreBin(context.Background(), t)
+	data := t.TempDir()
+	disks := []string{t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "d2")}
+	if err := os.WriteFile(disks[2], []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--disks", strings.Join(disks, ","), "--layout", "raid5", "--disk-volume", "a=8Mi"}
+	out, err := runBin(bin, append([]string{"serve", "--data", data, "--iscsi-addr", "127.0.0.1:0", "--s3-addr", "off",
+		"--nfs-addr", "off", "--admin-addr", "off"}, args...)...)
+	if err == nil || !strings.Contains(out, "disk volume a") {
+		t.Fatalf("serve with a disk that is a file: %v\n%s", err, out)
+	}
+	for _, d := range disks[:2] {
+		if _, err := os.Stat(filepath.Join(d, "tristore-volumes", "a.member")); err == nil {
+			t.Fatalf("a failed create left a member file on %s", d)
+		}
+	}
+	if err := os.Remove(disks[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(disks[2], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"iscsi"}, Args: args})
+	s := login(t, sv.Addrs["iscsi"], "a")
+	defer s.Close()
+	if s.Size() < 8<<20 {
+		t.Fatalf("volume is %d bytes", s.Size())
+	}
 }

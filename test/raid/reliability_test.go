@@ -133,6 +133,7 @@ func (s *fsStack) down(t *testing.T) {
 // so the rebuilt member's data is what reconstruction depends on, and
 // the tree still verifies.
 func TestReliabilityFourTargets(t *testing.T) {
+	t.Parallel() // independent processes and directories; most of the time is spent waiting
 	testutil.NeedRoot(t, "loop devices and mounts")
 	testutil.NeedFUSE(t)
 	for _, c := range []string{"losetup", "mkfs.ext4", "e2fsck", "mount", "umount", "tar"} {
