@@ -71,6 +71,19 @@ func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key 
 	if owner && req.Policy == "" {
 		return nil // no policy, nothing can deny the owner
 	}
+	req.Context = rc.cond
+	if hasConfig {
+		own, err := s.ownership(ctx, bucket)
+		if err != nil {
+			return err
+		}
+		pab, err := s.publicAccessBlock(ctx, bucket)
+		if err != nil {
+			return err
+		}
+		req.ACLsDisabled = own == "BucketOwnerEnforced"
+		req.IgnorePublicACLs, req.RestrictPublicBuckets = pab.IgnoreACLs, pab.Restrict
+	}
 	if key != "" && objectACLActions[action] {
 		if oi, err := s.st.Stat(ctx, bucket, key); err == nil {
 			req.ObjectACL = oi.Meta.ACL

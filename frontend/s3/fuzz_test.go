@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"github.com/tristore/tristore/frontend/s3/authz"
 	"testing"
 )
 
@@ -64,20 +65,25 @@ func FuzzDeleteXML(f *testing.F) {
 	})
 }
 
-// FuzzACLXML checks that ACL bodies map to a known canned ACL or fail.
+// FuzzACLXML checks that ACL bodies either fail with an S3 error or give
+// a stored ACL that decodes to grants with valid permissions.
 func FuzzACLXML(f *testing.F) {
 	f.Add(`<AccessControlPolicy><Owner><ID>o</ID></Owner><AccessControlList><Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`)
 	f.Add(`<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>x</ID></Grantee><Permission>WRITE</Permission></Grant></AccessControlList></AccessControlPolicy>`)
 	f.Add(`<AccessControlPolicy`)
+	s := &Server{opts: Options{Auth: headerAuth{}}}
 	f.Fuzz(func(t *testing.T, doc string) {
-		acl, err := parseACLBody([]byte(doc), "o")
+		gs, err := s.grantsFromBody([]byte(doc), "o")
 		if err != nil {
+			if _, ok := err.(*APIError); !ok {
+				t.Fatalf("non-S3 error %v", err)
+			}
 			return
 		}
-		switch acl {
-		case "private", "public-read", "public-read-write", "authenticated-read":
-		default:
-			t.Fatalf("unexpected canned ACL %q", acl)
+		for _, g := range authz.DecodeACL(authz.EncodeACL(gs)) {
+			if !authz.ValidPermission(g.Permission) || (g.Type != authz.GranteeUser && g.Type != authz.GranteeGroup) {
+				t.Fatalf("bad grant %+v", g)
+			}
 		}
 	})
 }

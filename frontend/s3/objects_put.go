@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -59,12 +60,21 @@ func (s *Server) metaFromRequest(h http.Header, rc *reqCtx) (store.ObjectMeta, e
 			m.Headers[k] = v
 		}
 	}
-	if acl := h.Get("X-Amz-Acl"); acl != "" {
-		if !s.opts.Authz.ValidCannedACL(acl) {
-			return m, ErrInvalidArgument.withMessage("unknown canned ACL " + acl)
-		}
-		if acl != "private" {
-			m.ACL = acl
+	ctx := rc.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	acl, _, err := s.headerACL(ctx, h, rc.bucket) // acl_grants.go: x-amz-acl or x-amz-grant-*
+	if err != nil {
+		return m, err
+	}
+	m.ACL = acl
+	if own, err := s.ownership(ctx, rc.bucket); err != nil {
+		return m, err
+	} else if own == "BucketOwnerEnforced" {
+		// ACLs disabled: the bucket owner owns every object written to it.
+		if bi, err := s.st.StatBucket(ctx, rc.bucket); err == nil {
+			m.Owner = bi.Owner
 		}
 	}
 	tags, err := tagsFromHeader(h)

@@ -2,6 +2,8 @@ package s3
 
 import (
 	"net/http"
+
+	"github.com/tristore/tristore/frontend/s3/authz"
 )
 
 var (
@@ -62,6 +64,13 @@ func (s *Server) putBucketPolicy(w http.ResponseWriter, r *http.Request, rc *req
 	}
 	if err := s.opts.Authz.CheckPolicy(b, rc.bucket); err != nil {
 		return err
+	}
+	if pab, err := s.publicAccessBlock(r.Context(), rc.bucket); err != nil {
+		return err
+	} else if pab.BlockPolicy {
+		if pol, err := authz.ParsePolicy(b, rc.bucket); err == nil && pol.IsPublic() {
+			return errPublicPolicyBlocked
+		}
 	}
 	if err := s.setBucketConfig(r, rc.bucket, cfgPolicy, string(b)); err != nil {
 		return err

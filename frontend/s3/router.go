@@ -84,7 +84,7 @@ var unsupportedSub = []string{
 	"cors", "lifecycle", "website", "encryption", "replication",
 	"logging", "notification",
 	"accelerate", "requestPayment", "inventory", "analytics", "metrics",
-	"intelligent-tiering", "ownershipControls", "publicAccessBlock", "torrent",
+	"intelligent-tiering", "torrent",
 	"restore", "select", "versionId", "policyStatus",
 }
 
@@ -96,6 +96,9 @@ func route(r *http.Request, bucket, key string) (*operation, error) {
 		return op, nil
 	}
 	if op := routeConfig(r, bucket, key); op != nil {
+		return op, nil
+	}
+	if op := routeAccess(r, bucket, key); op != nil { // access_config.go
 		return op, nil
 	}
 	if op := routeUnset(r, bucket, key); op != nil {

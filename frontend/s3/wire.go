@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tristore/tristore/frontend/s3/authz"
+	"github.com/tristore/tristore/frontend/s3/sigv2"
 	"github.com/tristore/tristore/frontend/s3/sigv4"
 	"github.com/tristore/tristore/iam"
 )
@@ -31,7 +32,16 @@ func NewSigV4Auth(users Users, region string) *SigV4Auth {
 }
 
 // Authenticate implements Authenticator.
+// A request signed with SigV2 (an "AWS AK:sig" header or an
+// AWSAccessKeyId/Signature query) goes to frontend/s3/sigv2.
 func (a *SigV4Auth) Authenticate(r *http.Request) (Identity, error) {
+	if sigv2.Is(r) {
+		res, err := sigv2.Verify(r.Context(), a.users, r, a.v.Now())
+		if err != nil {
+			return Identity{}, err
+		}
+		return a.identity(res.AccessKey)
+	}
 	res, err := a.v.Verify(r)
 	if err != nil {
 		return Identity{}, err
@@ -39,12 +49,29 @@ func (a *SigV4Auth) Authenticate(r *http.Request) (Identity, error) {
 	if res.Anonymous {
 		return Identity{Anonymous: true}, nil
 	}
-	u, err := a.users.UserByAccessKey(res.AccessKey)
+	return a.identity(res.AccessKey)
+}
+
+// identity is the user behind a verified access key.
+func (a *SigV4Auth) identity(accessKey string) (Identity, error) {
+	u, err := a.users.UserByAccessKey(accessKey)
 	if err != nil {
 		// Removed between the signature check and now.
 		return Identity{}, ErrInvalidAccessKeyID
 	}
-	return Identity{AccessKey: res.AccessKey, User: u.Name, Admin: u.Admin}, nil
+	return Identity{AccessKey: accessKey, User: u.Name, Admin: u.Admin}, nil
+}
+
+// UserExists implements UserDirectory (grants name users by their name).
+func (a *SigV4Auth) UserExists(name string) bool {
+	d, ok := a.users.(interface {
+		User(string) (iam.User, error)
+	})
+	if !ok {
+		return true
+	}
+	_, err := d.User(name)
+	return err == nil
 }
 
 // PolicyAuthz is the Authorizer over frontend/s3/authz. Parsed policies
@@ -92,7 +119,8 @@ func (p *PolicyAuthz) Allowed(r AccessRequest) bool {
 	req := authz.Request{
 		Principal: r.Principal, Admin: r.Admin, Action: r.Action, Bucket: r.Bucket, Key: r.Key,
 		BucketOwner: r.BucketOwner, BucketACL: r.BucketACL, ObjectACL: r.ObjectACL, ObjectOwner: r.ObjectOwner,
-		Policy: pol,
+		Policy: pol, Context: r.Context, ACLsDisabled: r.ACLsDisabled,
+		IgnorePublicACLs: r.IgnorePublicACLs, RestrictPublicBuckets: r.RestrictPublicBuckets,
 	}
 	if err != nil {
 		return r.Admin || (r.Principal != "" && r.Principal == r.BucketOwner)
