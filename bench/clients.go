@@ -384,6 +384,8 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // (after removing its directory) or on a setup failure, which it also
 // reports on out. `tristore bench-client` runs it.
 func ClientMain(ctx context.Context, in io.Reader, out io.Writer) error {
+	// Not realtime, even when started by a process running a netns link.
+	_ = normalScheduling()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	bw := bufio.NewWriterSize(out, 64<<10)
