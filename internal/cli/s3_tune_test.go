@@ -86,6 +86,22 @@ func TestS3Tune(t *testing.T) {
 	if !strings.Contains(out, "20 files (0 failed") {
 		t.Errorf("cp --auto summary %q", out)
 	}
+	// A large file's upload needs multipart chunks of at least 5 MiB,
+	// whatever the profile's best point is.
+	big := filepath.Join(t.TempDir(), "big.bin")
+	os.WriteFile(big, make([]byte, 11<<20), 0o644)
+	_, errOut, err = runCLI3(t, "s3", "cp", big, "s3://tunebucket/big", "--endpoint", ep, "--auto", "--tune-dir", tuneDir)
+	if err != nil {
+		t.Fatalf("cp --auto of 11 MiB: %v\n%s", err, errOut)
+	}
+	var mibs, par int
+	i := strings.Index(errOut, "auto: ")
+	if i < 0 {
+		t.Fatalf("cp --auto of a large file did not say what it chose: %q", errOut)
+	}
+	if _, err := fmt.Sscanf(errOut[i:], "auto: --chunk-size %dMiB --parallel %d", &mibs, &par); err != nil || mibs < 5 || par < 1 {
+		t.Errorf("cp --auto of a large file chose %d MiB × %d (%v): %q", mibs, par, err, errOut)
+	}
 	_, _, err = runCLI3(t, "s3", "cp", "-r", src, "s3://tunebucket/auto/", "--endpoint", ep, "--auto", "--parallel", "3")
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != 2 {

@@ -153,8 +153,8 @@ func (r *Report) finish(measured map[Point]Sample) {
 	r.Model = Fit(r.Samples)
 	r.CPU = FitCPU(r.Samples)
 	surf := r.Surface()
-	if pt, ok := surf.Choose(r.Grid, r.Goal, Constraints{}); ok {
-		r.Choice = r.choice(surf, pt)
+	if ch, ok := r.Choose(r.Goal, Constraints{}); ok {
+		r.Choice = ch
 	}
 	r.Rows = nil
 	for _, c := range r.Grid.ChunkSizes {
@@ -174,13 +174,37 @@ func (r *Report) Surface() Surface {
 	return Surface{Model: r.Model, Measured: ms}
 }
 
-// Choose re-chooses on the report's surface for a goal and constraints
-// (what --auto does for a particular transfer, without measuring again).
+// Choose chooses on the report's surface for a goal and constraints (what
+// --auto does for a particular transfer, without measuring again). Once
+// sampling is over, a measurement is believed over a prediction: a point
+// that was never measured is chosen only if the model promises more than
+// the slack above the best measured point that qualifies (the search, by
+// contrast, goes where the model is optimistic, to measure it).
 func (r *Report) Choose(goal Goal, k Constraints) (Choice, bool) {
 	surf := r.Surface()
 	pt, ok := surf.Choose(r.Grid, goal, k)
 	if !ok {
 		return Choice{}, false
+	}
+	if _, measured := surf.Measured[pt]; !measured {
+		slack := goal.Slack
+		if slack <= 0 {
+			slack = 0.05
+		}
+		var best Point
+		bestBW := 0.0
+		for _, q := range r.Grid.Points() {
+			s, ok := surf.Measured[q]
+			if !ok || !k.allows(q) || (goal.MaxLatency > 0 && surf.Latency(q) > goal.MaxLatency) {
+				continue
+			}
+			if s.BandwidthBps > bestBW {
+				best, bestBW = q, s.BandwidthBps
+			}
+		}
+		if bestBW > 0 && surf.Bandwidth(pt) <= (1+slack)*bestBW {
+			pt = best
+		}
 	}
 	return r.choice(surf, pt), true
 }
