@@ -278,7 +278,7 @@ func TestVersioningSDK(t *testing.T) {
 // backend with --versioning-dir) answers differently from tristore, with
 // the reason; docs/s3.md lists them. Any other difference fails.
 var knownVersioningDiffs = map[string]string{
-	"ListObjectVersions pages": "versitygw repeats entries when paging with max-keys=1 (the paginator is cut at 20 pages); S3 pages through each version once",
+	"ListObjectVersions pages":                   "versitygw repeats entries when paging with max-keys=1 (the paginator is cut at 20 pages); S3 pages through each version once",
 	"ListObjectVersions version-id-marker alone": "S3 documents InvalidArgument (a version-id-marker needs a key-marker); versitygw ignores it",
 	"GetObject after marker removed":             "S3 makes the newest remaining version current (v2); versitygw serves the null version written before versioning was enabled",
 	"GetObject after v2 removed":                 "as above: S3 promotes v1, versitygw keeps serving the null version",
