@@ -49,8 +49,11 @@ var (
 )
 
 // routeAccess routes the ownership-controls and public-access-block
-// sub-resources of a bucket.
+// sub-resources of a bucket, and POST Object form uploads (post.go).
 func routeAccess(r *http.Request, bucket, key string) *operation {
+	if isPostObject(r, bucket, key) {
+		return opPostObject
+	}
 	if bucket == "" || key != "" {
 		return nil
 	}

@@ -19,8 +19,9 @@ type Users interface {
 // SigV4Auth authenticates with AWS Signature V4 (frontend/s3/sigv4)
 // against the users in an iam store.
 type SigV4Auth struct {
-	v     *sigv4.Verifier
-	users Users
+	v      *sigv4.Verifier
+	users  Users
+	region string // the region SigV4 scopes (and POST credentials) must name
 }
 
 // NewSigV4Auth returns an Authenticator for users, scoped to region.
@@ -28,7 +29,7 @@ func NewSigV4Auth(users Users, region string) *SigV4Auth {
 	if region == "" {
 		region = "us-east-1"
 	}
-	return &SigV4Auth{v: sigv4.NewVerifier(users, region), users: users}
+	return &SigV4Auth{v: sigv4.NewVerifier(users, region), users: users, region: region}
 }
 
 // Authenticate implements Authenticator.
