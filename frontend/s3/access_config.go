@@ -342,3 +342,55 @@ func (s *Server) checkACLAllowed(ctx context.Context, bucket, stored, canned str
 	}
 	return nil
 }
+
+// createBucketAccess reads CreateBucket's access headers (x-amz-acl or
+// x-amz-grant-*, x-amz-object-ownership) before the bucket exists, so a
+// bad value creates nothing, and returns what stores them afterwards.
+// With BucketOwnerEnforced only a private (or no) ACL is accepted, as S3
+// answers InvalidBucketAclWithObjectOwnership otherwise.
+func (s *Server) createBucketAccess(h http.Header) (func(ctx context.Context, bucket string) error, error) {
+	own := h.Get("X-Amz-Object-Ownership")
+	switch own {
+	case "", "BucketOwnerEnforced", "BucketOwnerPreferred", "ObjectWriter":
+	default:
+		return nil, ErrInvalidArgument.withMessage("Invalid x-amz-object-ownership header: " + own)
+	}
+	canned := h.Get("X-Amz-Acl")
+	var stored string
+	switch {
+	case canned != "" && hasGrantHeaders(h):
+		return nil, errCannedAndGrants
+	case canned != "":
+		if !s.opts.Authz.ValidCannedACL(canned) {
+			return nil, ErrInvalidArgument.withMessage("unknown canned ACL " + canned)
+		}
+		stored = storedCanned(canned)
+	case hasGrantHeaders(h):
+		gs, err := s.grantsFromHeaders(h)
+		if err != nil {
+			return nil, err
+		}
+		stored = authz.EncodeACL(gs)
+	}
+	if own == "BucketOwnerEnforced" && stored != "" {
+		return nil, &APIError{"InvalidBucketAclWithObjectOwnership", http.StatusBadRequest, "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"}
+	}
+	if own == "" && stored == "" {
+		return func(context.Context, string) error { return nil }, nil
+	}
+	return func(ctx context.Context, bucket string) error {
+		bc, err := s.bucketConfigurer()
+		if err != nil {
+			return err
+		}
+		if stored != "" {
+			if err := bc.SetBucketConfig(ctx, bucket, cfgACL, stored); err != nil {
+				return err
+			}
+		}
+		if own != "" {
+			return bc.SetBucketConfig(ctx, bucket, cfgOwnership, own)
+		}
+		return nil
+	}, nil
+}

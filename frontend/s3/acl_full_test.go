@@ -196,3 +196,27 @@ func TestPolicyConditionsOverHTTP(t *testing.T) {
 	wantStatus(t, ts.do(t, "PUT", "/cbk?policy", []byte(other), alice), 204)
 	wantErr(t, ts.do(t, "GET", "/cbk/home/bob/f", nil, nil), 403, "AccessDenied")
 }
+
+// TestCreateBucketAccessHeaders: CreateBucket keeps x-amz-grant-* and
+// x-amz-object-ownership; bad values create no bucket.
+func TestCreateBucketAccessHeaders(t *testing.T) {
+	ts := newAccessTestServer(t)
+	alice, bob := who("alice"), who("bob")
+	wantStatus(t, ts.do(t, "PUT", "/cb1", nil, with(alice, "X-Amz-Grant-Read", `id="bob"`)), 200)
+	wantStatus(t, ts.do(t, "GET", "/cb1?list-type=2", nil, bob), 200)
+	wantStatus(t, ts.do(t, "PUT", "/cb2", nil, with(alice, "X-Amz-Object-Ownership", "BucketOwnerEnforced")), 200)
+	if g := ts.do(t, "GET", "/cb2?ownershipControls", nil, alice); !bytes.Contains(g.body, []byte("BucketOwnerEnforced")) {
+		t.Fatalf("ownership after CreateBucket: %d %s", g.status, g.body)
+	}
+	for _, h := range []map[string]string{
+		with(alice, "X-Amz-Object-Ownership", "Nobody"),
+		with(alice, "X-Amz-Object-Ownership", "BucketOwnerEnforced", "X-Amz-Acl", "public-read"),
+		with(alice, "X-Amz-Grant-Read", "garbage"),
+		with(alice, "X-Amz-Acl", "private", "X-Amz-Grant-Read", `id="bob"`),
+	} {
+		if r := ts.do(t, "PUT", "/cb3", nil, h); r.status != 400 {
+			t.Fatalf("CreateBucket with %v: %d %s", h, r.status, r.body)
+		}
+		wantErr(t, ts.do(t, "HEAD", "/cb3", nil, alice), 404, "")
+	}
+}

@@ -98,9 +98,9 @@ func (s *Server) createBucket(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	if _, err := readXML(r, &conf, true); err != nil {
 		return err
 	}
-	acl := r.Header.Get("X-Amz-Acl")
-	if acl != "" && !s.opts.Authz.ValidCannedACL(acl) {
-		return ErrInvalidArgument.withMessage("unknown canned ACL " + acl)
+	access, err := s.createBucketAccess(r.Header) // access_config.go: ACL headers, object ownership
+	if err != nil {
+		return err
 	}
 	lock := strings.EqualFold(r.Header.Get("X-Amz-Bucket-Object-Lock-Enabled"), "true")
 	if lock {
@@ -108,7 +108,7 @@ func (s *Server) createBucket(w http.ResponseWriter, r *http.Request, rc *reqCtx
 			return err
 		}
 	}
-	err := s.st.CreateBucket(r.Context(), rc.bucket, rc.ident.User)
+	err = s.st.CreateBucket(r.Context(), rc.bucket, rc.ident.User)
 	if errors.Is(err, store.ErrBucketExists) {
 		if bi, serr := s.st.StatBucket(r.Context(), rc.bucket); serr == nil && bi.Owner != rc.ident.User {
 			return ErrBucketAlreadyExists
@@ -118,10 +118,8 @@ func (s *Server) createBucket(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	if err != nil {
 		return err
 	}
-	if acl != "" && acl != "private" {
-		if err := s.setBucketConfig(r, rc.bucket, cfgACL, acl); err != nil {
-			return err
-		}
+	if err := access(r.Context(), rc.bucket); err != nil {
+		return err
 	}
 	if lock {
 		if err := s.enableObjectLock(r.Context(), rc.bucket); err != nil { // objectlock.go
