@@ -1,14 +1,17 @@
 package raid
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/tristore/tristore/client/iscsi"
 	"github.com/tristore/tristore/internal/testutil"
 )
 
@@ -110,5 +113,87 @@ func TestGatewayExt4(t *testing.T) {
 		"--admin-addr", "off", "--raid", raidFlag)
 	if err == nil || !strings.Contains(out, "raid r5") || !strings.Contains(out, "array failed") {
 		t.Fatalf("serve with 1 of 3 members: %v\n%s", err, out)
+	}
+}
+
+// TestGatewayISCSIMembers: the gateway over members that are LUNs of three
+// other tristore targets (iscsi:// URLs). Data written through the
+// gateway's LUN reads back; when one member target stops, the gateway
+// fails that member after --raid-member-timeout and keeps serving the
+// same data degraded, also for new writes; at shutdown it closes the array
+// cleanly and the survivors record the failed slot.
+func TestGatewayISCSIMembers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bin := testutil.TristoreBin(ctx, t)
+	var tgs []*target
+	var urls []string
+	for range 3 {
+		tg := startTarget(t, bin)
+		tgs = append(tgs, tg)
+		urls = append(urls, "iscsi://"+tg.sv.Addrs["iscsi"]+"/iqn.2026-11.io.tristore:vol:m/0")
+	}
+	sh(t, bin, append([]string{"raid", "create", "--level", "5"}, urls...)...)
+	gw := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: t.TempDir(), On: []string{"iscsi"},
+		Args: []string{"--raid", "r=" + strings.Join(urls, ","), "--raid-member-timeout", "2s"}})
+	s, err := iscsi.Open(ctx, iscsi.Config{Portal: gw.Addrs["iscsi"], Target: "iqn.2026-11.io.tristore:-raid:r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	chunk := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	readBack := func(stage string, want []byte, off int64) {
+		t.Helper()
+		got := make([]byte, len(want))
+		if _, err := s.ReadAt(ctx, got, off); err != nil {
+			t.Fatalf("%s: read: %v", stage, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: data differs", stage)
+		}
+	}
+	a := chunk(1 << 20)
+	if _, err := s.WriteAt(ctx, a, 5<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	readBack("through the gateway", a, 5<<20)
+
+	tgs[1].stop(t)
+	readBack("member 1 stopped", a, 5<<20)
+	b := chunk(512 << 10)
+	if _, err := s.WriteAt(ctx, b, 9<<20); err != nil {
+		t.Fatalf("degraded write: %v", err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatalf("degraded flush: %v", err)
+	}
+	readBack("written degraded", b, 9<<20)
+	s.Close()
+	if !gw.Stop() || !gw.ExitedCleanly() {
+		t.Fatalf("gateway did not stop cleanly:\n%s", gw.Log())
+	}
+	if !strings.Contains(gw.Log(), "array closed cleanly") {
+		t.Fatalf("gateway log:\n%s", gw.Log())
+	}
+	var st struct {
+		Dirty  bool
+		Failed []int
+	}
+	out := sh(t, bin, "raid", "status", "--json", urls[0], urls[2])
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Dirty || len(st.Failed) != 1 || st.Failed[0] != 1 {
+		t.Fatalf("after the gateway stopped: %s", out)
 	}
 }
