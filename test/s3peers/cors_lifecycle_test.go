@@ -149,3 +149,58 @@ func TestBoto3CORSLifecycle(t *testing.T) {
 		t.Fatalf("boto3 CORS/lifecycle script failed: %v\n%s", err, out)
 	}
 }
+
+// TestServeLifecycleDayAWSCLI: the documented way to speed the lifecycle
+// clock up, through the real binary: `TRISTORE_LIFECYCLE_DAY=300ms
+// tristore serve`, a rule set with aws-cli, an object copied in with
+// aws-cli expires about a day later; the server logs it at INFO.
+func TestServeLifecycleDayAWSCLI(t *testing.T) {
+	awsCLI := testutil.NeedCmd(t, "aws")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := testutil.TristoreBin(ctx, t)
+	s := startServe(t, bin, t.TempDir(), []string{"TRISTORE_ACCESS_KEY=" + rootAK, "TRISTORE_SECRET_KEY=" + rootSK, "TRISTORE_LIFECYCLE_DAY=300ms"})
+	defer s.stop(t)
+	endpoint := "http://" + s.addrs["s3"]
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+rootAK, "AWS_SECRET_ACCESS_KEY="+rootSK, "AWS_DEFAULT_REGION=us-east-1",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, awsCLI, append([]string{"--endpoint-url", endpoint}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("aws %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("s3", "mb", "s3://cli-lc")
+	src := t.TempDir() + "/f.txt"
+	if err := os.WriteFile(src, []byte("short-lived"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("s3api", "put-bucket-lifecycle-configuration", "--bucket", "cli-lc", "--lifecycle-configuration",
+		`{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":1}}]}`)
+	if out := run("s3api", "get-bucket-lifecycle-configuration", "--bucket", "cli-lc"); !strings.Contains(out, `"Days": 1`) {
+		t.Fatalf("get-bucket-lifecycle-configuration: %s", out)
+	}
+	run("s3", "cp", "--no-progress", src, "s3://cli-lc/tmp/f.txt")
+	run("s3", "cp", "--no-progress", src, "s3://cli-lc/keep/f.txt")
+	c := sdkClient(endpoint, rootAK, rootSK)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("cli-lc"), Key: aws.String("tmp/f.txt")})
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tmp/f.txt not expired with TRISTORE_LIFECYCLE_DAY=300ms\n%s", s.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := run("s3", "ls", "--recursive", "s3://cli-lc"); !strings.Contains(out, "keep/f.txt") || strings.Contains(out, "tmp/f.txt") {
+		t.Fatalf("after expiry: %s", out)
+	}
+	if !strings.Contains(s.Log(), "lifecycle: expired object") {
+		t.Errorf("no INFO line for the expiry in the log:\n%s", s.Log())
+	}
+}
