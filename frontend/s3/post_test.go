@@ -56,6 +56,9 @@ func newSignedTestServer(t *testing.T) *testServer {
 	if _, err := users.AddWithKeys("bob", bobAK, bobSecret, false); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := users.AddWithKeys("carol@example.com", "POSTCAROLKEY", "post-carol-secret", false); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.CreateBucket(context.Background(), "pbk", "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -336,12 +339,16 @@ print(json.dumps(p))`
 // unsigned request stays refused.
 func TestSigV2ThroughServer(t *testing.T) {
 	ts := newSignedTestServer(t)
+	var extra map[string]string
 	do := func(method, path, body string, presign bool, secret string) resp {
 		var rd io.Reader
 		if body != "" {
 			rd = strings.NewReader(body)
 		}
 		req, _ := http.NewRequest(method, ts.url+path, rd)
+		for k, v := range extra {
+			req.Header.Set(k, v)
+		}
 		if presign {
 			exp := fmt.Sprint(time.Now().Add(time.Minute).Unix())
 			sts := sigv2.StringToSign(method, req.Header, exp, path)
@@ -374,5 +381,18 @@ func TestSigV2ThroughServer(t *testing.T) {
 	wantErr(t, do("GET", "/pbk/v2obj", "", false, ""), 403, "AccessDenied")
 	if _, _, ok := stored(t, ts, "v2bad"); ok {
 		t.Fatal("a badly signed PUT stored its object")
+	}
+
+	// Grants name users that exist: by ID or by an email address that is
+	// a user's name; others are refused and change nothing.
+	extra = map[string]string{"X-Amz-Grant-Read": `emailAddress="carol@example.com"`}
+	wantStatus(t, do("PUT", "/pbk/v2obj?acl", "", false, postSecret), 200)
+	extra = map[string]string{"X-Amz-Grant-Read": `emailAddress="nobody@example.com"`}
+	wantErr(t, do("PUT", "/pbk/v2obj?acl", "", false, postSecret), 400, "UnresolvableGrantByEmailAddress")
+	extra = map[string]string{"X-Amz-Grant-Read": `id="nobody"`}
+	wantErr(t, do("PUT", "/pbk/v2obj?acl", "", false, postSecret), 400, "InvalidArgument")
+	extra = nil
+	if r := do("GET", "/pbk/v2obj?acl", "", false, postSecret); !strings.Contains(string(r.body), "<ID>carol@example.com</ID>") {
+		t.Fatalf("GetObjectAcl after the email grant: %s", r.body)
 	}
 }
