@@ -153,11 +153,17 @@ func TestOwnershipAndPublicAccessBlock(t *testing.T) {
 	local := `{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::obk/*","Condition":{"IpAddress":{"aws:SourceIp":"127.0.0.0/8"}}}}`
 	wantStatus(t, ts.do(t, "PUT", "/obk?policy", []byte(local), alice), 204)
 	wantStatus(t, ts.do(t, "GET", "/obk/x", nil, nil), 200)
+	if g := ts.do(t, "GET", "/obk?policyStatus", nil, alice); g.status != 200 || !bytes.Contains(g.body, []byte("<IsPublic>false</IsPublic>")) {
+		t.Fatalf("GetBucketPolicyStatus (IP-pinned): %d %s", g.status, g.body)
+	}
 
 	// RestrictPublicBuckets: a public policy allows only signed-in users.
 	wantStatus(t, ts.do(t, "DELETE", "/obk?publicAccessBlock", nil, alice), 204)
 	wantStatus(t, ts.do(t, "PUT", "/obk?policy", []byte(public), alice), 204)
 	wantStatus(t, ts.do(t, "GET", "/obk/x", nil, nil), 200)
+	if g := ts.do(t, "GET", "/obk?policyStatus", nil, alice); g.status != 200 || !bytes.Contains(g.body, []byte("<IsPublic>true</IsPublic>")) {
+		t.Fatalf("GetBucketPolicyStatus (public): %d %s", g.status, g.body)
+	}
 	wantStatus(t, ts.do(t, "PUT", "/obk?publicAccessBlock", pab("RestrictPublicBuckets"), alice), 200)
 	wantErr(t, ts.do(t, "GET", "/obk/x", nil, nil), 403, "AccessDenied")
 	wantStatus(t, ts.do(t, "GET", "/obk/x", nil, bob), 200)

@@ -3,6 +3,8 @@ package s3
 import (
 	"encoding/xml"
 	"net/http"
+
+	"github.com/tristore/tristore/frontend/s3/authz"
 )
 
 // Bucket and object settings tristore does not implement (CORS, lifecycle,
@@ -152,9 +154,22 @@ func routeUnset(r *http.Request, bucket, key string) *operation {
 // getBucketPolicyStatus: NoSuchBucketPolicy without a policy, as S3.
 // With one, whether it is public needs S3's policy analysis, which
 // tristore does not do: 501 rather than a guess.
+// getBucketPolicyStatus answers whether the policy is public in S3's
+// sense (authz.Policy.IsPublic, the analysis BlockPublicPolicy uses).
 func (s *Server) getBucketPolicyStatus(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.bucketPolicy(r, rc); err != nil {
+	doc, err := s.bucketPolicy(r, rc)
+	if err != nil {
 		return err
 	}
-	return ErrNotImplemented.withMessage("GetBucketPolicyStatus for a bucket with a policy is not implemented")
+	pol, err := authz.ParsePolicy([]byte(doc), rc.bucket)
+	if err != nil {
+		return err
+	}
+	return writeXML(w, policyStatusXML{NS: s3NS, IsPublic: pol.IsPublic()})
+}
+
+type policyStatusXML struct {
+	XMLName  xml.Name `xml:"PolicyStatus"`
+	NS       string   `xml:"xmlns,attr"`
+	IsPublic bool     `xml:"IsPublic"`
 }
