@@ -140,8 +140,8 @@ func startRaidGateway(ctx context.Context, g *raidGateway, specs []raidSpec) err
 		return err
 	}
 	for _, s := range specs {
-		var devs []blockdev.Device
-		var missing []string
+		var devs, blanks []blockdev.Device
+		var missing, blankNames []string
 		for _, m := range s.members {
 			d, err := openGatewayMember(ctx, m, timeout)
 			if err != nil {
@@ -149,14 +149,22 @@ func startRaidGateway(ctx context.Context, g *raidGateway, specs []raidSpec) err
 				missing = append(missing, m)
 				continue
 			}
+			if blank, err := isBlank(ctx, d); err == nil && blank {
+				log.Info("raid: member is blank (no superblock, first 4 KiB zero): kept as a replacement for a failed slot", "array", s.name, "member", m)
+				blanks = append(blanks, d)
+				blankNames = append(blankNames, m)
+				continue
+			}
 			devs = append(devs, d)
 		}
 		if len(devs) == 0 {
+			closeAll(blanks)
 			return fmt.Errorf("raid %s: none of its %d members could be opened", s.name, len(s.members))
 		}
 		a, err := raid.Assemble(ctx, devs)
 		if err != nil {
 			closeAll(devs)
+			closeAll(blanks)
 			if len(missing) > 0 {
 				return fmt.Errorf("raid %s: %w (members not opened: %s)", s.name, err, strings.Join(missing, ", "))
 			}
@@ -169,11 +177,72 @@ func startRaidGateway(ctx context.Context, g *raidGateway, specs []raidSpec) err
 			"events", st.Events, "journal_replayed", st.JournalReplayed, "journal_dropped", st.JournalDropped, "target", RaidIQN(s.name))
 		if len(st.Failed) > 0 {
 			log.Warn("raid: array is DEGRADED: reads of the failed slots are reconstructed from parity and one more member loss stops it; "+
-				"stop serve and run `tristore raid replace` to rebuild", "array", s.name, "failed_slots", st.Failed, "members_not_opened", missing)
+				"give a blank member in --raid (or run `tristore raid replace`) to rebuild", "array", s.name, "failed_slots", st.Failed, "members_not_opened", missing)
 		}
-		g.resume(s.name, a)
+		if slot, _ := a.Rebuilding(); slot >= 0 || len(st.Failed) == 0 || len(blanks) == 0 {
+			closeAll(blanks)
+			if len(blanks) > 0 {
+				log.Warn("raid: blank members not used (no failed slot to rebuild, or a rebuild is already recorded)", "array", s.name, "members", blankNames)
+			}
+			g.resume(s.name, a)
+			continue
+		}
+		// A blank member and a failed slot: rebuild onto it online, one
+		// slot (RAID-5 has one failure to repair; RAID-1 more, one at a time
+		// at the next start).
+		closeAll(blanks[1:])
+		g.replace(s.name, a, st.Failed[0], blanks[0], blankNames[0])
 	}
 	return nil
+}
+
+// isBlank reports whether d has no superblock at all: its first
+// SuperblockSize bytes are zero (a new volume or a wiped disk). Only such
+// a member is ever taken as a replacement: a corrupt superblock is not.
+func isBlank(ctx context.Context, d blockdev.Device) (bool, error) {
+	if d.Size() < raid.SuperblockSize {
+		return false, nil
+	}
+	b := make([]byte, raid.SuperblockSize)
+	if _, err := d.ReadAt(ctx, b, 0); err != nil {
+		return false, err
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// replace rebuilds failed slot of a onto dev in the background while the
+// array is served. Shutdown pauses it at its checkpoint; the next start
+// (with dev among the members) resumes it.
+func (g *raidGateway) replace(name string, a *raid.Array, slot int, dev blockdev.Device, member string) {
+	log := g.log
+	log.Info("raid: rebuilding a failed slot onto a blank member in the background", "array", name, "slot", slot, "member", member)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		last := -1
+		err := a.Replace(g.bg, slot, dev, func(done, total int64) {
+			if pct := int(done * 10 / total); pct != last {
+				last = pct
+				log.Info("raid: rebuild", "array", name, "slot", slot, "done", done, "total", total)
+			}
+		})
+		switch {
+		case err == nil:
+			log.Info("raid: rebuild verified; array in sync", "array", name, "slot", slot)
+		case g.bg.Err() != nil:
+			log.Info("raid: rebuild paused at shutdown; it resumes at the next start", "array", name, "slot", slot)
+		default:
+			if errors.Is(err, raid.ErrMismatch) { // refused before it was installed
+				dev.Close()
+			}
+			log.Error("raid: rebuild failed", "array", name, "slot", slot, "err", err)
+		}
+	}()
 }
 
 func newGateway(log *slog.Logger, next iscsitgt.ExtraVolumes) *raidGateway {

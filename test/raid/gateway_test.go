@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tristore/tristore/client/iscsi"
 	"github.com/tristore/tristore/internal/testutil"
@@ -196,4 +197,49 @@ func TestGatewayISCSIMembers(t *testing.T) {
 	if st.Dirty || len(st.Failed) != 1 || st.Failed[0] != 1 {
 		t.Fatalf("after the gateway stopped: %s", out)
 	}
+
+	// Member 1's target comes back with a blank volume: given in --raid,
+	// the gateway rebuilds onto it in the background while serving.
+	tgs[1].wipe(t)
+	tgs[1].start(t)
+	urls[1] = "iscsi://" + tgs[1].sv.Addrs["iscsi"] + "/iqn.2026-11.io.tristore:vol:m/0"
+	gw = testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: t.TempDir(), On: []string{"iscsi"},
+		Args: []string{"--raid", "r=" + strings.Join(urls, ","), "--raid-member-timeout", "2s"}})
+	s, err = iscsi.Open(ctx, iscsi.Config{Portal: gw.Addrs["iscsi"], Target: "iqn.2026-11.io.tristore:-raid:r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	readBack("while rebuilding", a, 5<<20)
+	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(gw.Log(), "rebuild verified"); {
+		if time.Now().After(deadline) || strings.Contains(gw.Log(), "rebuild failed") {
+			t.Fatalf("no verified rebuild:\n%s", gw.Log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	readBack("after the rebuild", a, 5<<20)
+	readBack("after the rebuild", b, 9<<20)
+	s.Close()
+	if !gw.Stop() || !gw.ExitedCleanly() {
+		t.Fatalf("gateway did not stop cleanly:\n%s", gw.Log())
+	}
+	out = sh(t, bin, "raid", "status", "--json", urls[2], urls[1], urls[0])
+	st.Failed = nil
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Dirty || len(st.Failed) != 0 {
+		t.Fatalf("after the rebuild: %s", out)
+	}
+	// The rebuilt member carries data: the array without member 0 reads the same.
+	tgs[0].stop(t)
+	gw = testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: t.TempDir(), On: []string{"iscsi"},
+		Args: []string{"--raid", "r=" + strings.Join(urls[1:], ","), "--raid-member-timeout", "2s"}})
+	s, err = iscsi.Open(ctx, iscsi.Config{Portal: gw.Addrs["iscsi"], Target: "iqn.2026-11.io.tristore:-raid:r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	readBack("without member 0, from the rebuilt member", a, 5<<20)
+	readBack("without member 0, from the rebuilt member", b, 9<<20)
 }
