@@ -35,7 +35,9 @@ import (
 // come and go; the last one out only flushes it) and is closed cleanly —
 // journal checkpointed, superblocks marked clean — when serve stops. An
 // interrupted rebuild recorded in the superblocks continues in the
-// background while the LUN is served. See docs/raid.md.
+// background while the LUN is served, and a blank member in the list
+// (first 4 KiB zero) replaces a failed slot, rebuilt the same way. See
+// docs/raid.md.
 
 // raidBucket is the IQN's bucket part for RAID volumes: a bucket name cannot
 // start with '-', so it never clashes with a local bucket's volume.
