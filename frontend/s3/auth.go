@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"time"
 
 	"github.com/tristore/tristore/store"
 )
@@ -70,6 +71,9 @@ func (s *Server) authorize(ctx context.Context, rc *reqCtx, action, bucket, key 
 	owner := !id.Anonymous && id.User != "" && id.User == bi.Owner
 	if owner && req.Policy == "" {
 		return nil // no policy, nothing can deny the owner
+	}
+	if req.Policy != "" && rc.cond == nil && rc.req != nil {
+		rc.cond = conditionContext(rc.req, id, time.Now()) // only policies read it
 	}
 	req.Context = rc.cond
 	if hasConfig {

@@ -242,8 +242,12 @@ type reqCtx struct {
 	bucket, key string
 	ident       Identity
 	bytesIn     int64
-	// cond holds the policy condition keys of the request (access_config.go).
+	// cond holds the policy condition keys of the request
+	// (access_config.go), computed by authorize only when a bucket policy
+	// needs them (POST Object sets its own).
 	cond map[string][]string
+	// req is the request, for helpers that get rc but not r.
+	req *http.Request
 	// ctx is the request's context, for helpers that get rc but not r.
 	ctx context.Context
 }
@@ -334,7 +338,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, rc *reqCtx) erro
 		return err
 	}
 	rc.ident = id
-	rc.cond, rc.ctx = conditionContext(r, id, time.Now()), r.Context()
+	rc.req, rc.ctx = r, r.Context()
 	if op.action != "" {
 		if err := s.authorize(r.Context(), rc, op.action, bucket, key); err != nil {
 			return err
