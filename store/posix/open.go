@@ -151,6 +151,7 @@ func Open(root string, opts Options) (*Backend, error) {
 	if alone {
 		n, err := b.cleanup()
 		n += b.cleanupUploads()
+		b.repairVersions() // versions.go
 		if err != nil {
 			b.Close()
 			return nil, fmt.Errorf("posix: start-up cleanup: %w", err)

@@ -345,13 +345,30 @@ func (b *Backend) DeleteObject(ctx context.Context, bucket, key string) (store.O
 	if state == store.VersioningEnabled {
 		id = newVersionID(seq)
 	}
+	// A delete marker must never be newer than a current file that is
+	// still there (the current file is always the latest version). So the
+	// current file goes first and the marker after it; a crash between
+	// the two leaves the preserved version newest with no current file,
+	// which repairVersions makes current again (the delete did not
+	// happen). The one exception is the null current version under
+	// Suspended, which is replaced, not preserved: its marker "null" is
+	// written first, and is not visible while the null file is current.
+	nullOver := ok && id == "" && crec.VersionID == ""
+	if ok && !nullOver {
+		if err := b.unlinkCurrent(loc, cp); err != nil {
+			return store.ObjectInfo{}, err
+		}
+	}
 	mst, err := b.writeMarker(loc, id, seq)
 	if err != nil {
+		if ok && !nullOver {
+			b.promote(ctx, loc) // put the preserved version back
+		}
 		return store.ObjectInfo{}, err
 	}
-	if ok {
+	if nullOver {
 		if err := b.unlinkCurrent(loc, cp); err != nil {
-			b.removeVersionFile(loc, verID(id)) // the delete did not happen
+			b.removeVersionFile(loc, nullVersion) // the delete did not happen
 			return store.ObjectInfo{}, err
 		}
 	}
@@ -481,6 +498,48 @@ func (b *Backend) promote(ctx context.Context, loc keyLoc) error {
 		return err
 	}
 	return b.removeVersionFile(loc, top.id)
+}
+
+// repairVersions finishes, at start-up, what a crash interrupted: a key
+// whose newest version is not a delete marker but which has no current
+// file (a crash between removing the current file and writing the
+// marker, or between removing the latest version and promoting the one
+// before it) gets that version back as its current file. Without it a
+// GET would answer NoSuchKey while the listing named a latest version.
+// It reads every bucket's versions area once.
+func (b *Backend) repairVersions() {
+	buckets, err := os.ReadDir(b.root)
+	if err != nil {
+		return
+	}
+	ctx := context.Background()
+	for _, bk := range buckets {
+		if !bk.IsDir() || validBucket(bk.Name()) != nil {
+			continue
+		}
+		keys, err := b.versionedKeys(bk.Name())
+		if err != nil {
+			b.log.Warn("posix store: reading versions", "bucket", bk.Name(), "err", err)
+			continue
+		}
+		for _, key := range keys {
+			loc, err := b.check(bk.Name(), key)
+			if err != nil {
+				continue
+			}
+			f, _, _, _, ok, err := b.current(ctx, loc)
+			if err != nil {
+				continue
+			}
+			if ok {
+				f.Close()
+				continue
+			}
+			if err := b.promote(ctx, loc); err != nil {
+				b.log.Warn("posix store: restoring the latest version", "bucket", bk.Name(), "key", key, "err", err)
+			}
+		}
+	}
 }
 
 // findVersion opens version versionID of loc ("" = latest).
