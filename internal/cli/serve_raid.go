@@ -48,7 +48,7 @@ func RaidIQN(name string) string { return iscsitgt.TargetName(raidBucket, name) 
 
 func raidServeFlags(fs *pflag.FlagSet) {
 	fs.StringArray("raid", nil, "serve a RAID array as LUN 0 of iqn.2026-11.io.tristore:-raid:NAME: NAME=MEMBER,MEMBER,... "+
-		"(members: local files or iscsi:// URLs, in any order; repeatable; needs the iSCSI front end)")
+		"(members: local files or iscsi:// URLs, in any order; a blank member replaces a failed slot, rebuilt online; repeatable; needs the iSCSI front end)")
 	fs.Duration("raid-member-timeout", 10*time.Second, "how long I/O waits for a lost iSCSI member to come back before the member is failed")
 	sizeFlag(fs, "raid-rebuild-rate", 0, "rate limit (bytes/s) of a rebuild resumed at start (0 = none)")
 }
