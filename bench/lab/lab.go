@@ -47,6 +47,14 @@ type Item struct {
 	// Scale, when set, replaces the lab's scale for this run (a suite
 	// whose volume only the scale bounds).
 	Scale float64
+	// Counting runs the item through a link that only counts bytes (no
+	// rate, delay or loss), recorded under the pseudo-preset "counting":
+	// on a shaped link the drop-tail queue drops a burst's packets and
+	// TCP resends them, so the wire bytes of seed 000's amplification and
+	// seed 004's efficiency would count congestion, not the protocol
+	// (measured: S3 1 MiB uploads 0.70 payload per wire byte on ideal, 1.00
+	// through the counting link).
+	Counting bool
 	// Once: only on the lab's first preset (the figure does not depend on
 	// the link, or is too slow on a slow one for a quick lab).
 	Once bool
@@ -76,9 +84,9 @@ func Plan(scale float64, root bool) []Item {
 	add(Item{Name: "batch-large", Suite: "batch", Sizes: []int64{large}, Threads: []int{1, 8}, Count: 2}, all)
 	// Once: the rest of the suites, small.
 	add(Item{Name: "amplification", Suite: "amplification", Sizes: []int64{4 << 10, 64 << 10}, Threads: []int{1},
-		Count: bench.ScaleCount(320, scale, 8), Once: true}, amp)
+		Count: bench.ScaleCount(320, scale, 8), Counting: true, Once: true}, amp)
 	// efficiency moves 40 MB per file size × scale: a tenth of the lab's.
-	add(Item{Name: "efficiency", Suite: "efficiency", Scale: scale / 10, Once: true}, all)
+	add(Item{Name: "efficiency", Suite: "efficiency", Scale: scale / 10, Counting: true, Once: true}, all)
 	add(Item{Name: "objects", Suite: "objects", Sizes: []int64{4 << 10, 64 << 10, 1 << 20}, Threads: []int{1, 8},
 		Count: bench.ScaleCount(640, scale, 16), Once: true}, []string{"s3"})
 	add(Item{Name: "clients", Suite: "clients", Threads: []int{1, 2, 4}, Sizes: []int64{1100, large},
@@ -101,6 +109,10 @@ func pow2Below(x float64, lo int64) int64 {
 	}
 	return max(n, lo)
 }
+
+// CountingPreset names, in lab.json and labels, the runs of Counting
+// items: through a link that only counts bytes.
+const CountingPreset = "counting"
 
 // Config is one lab.
 type Config struct {
@@ -313,6 +325,10 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 }
 
 func (c *Config) runItem(ctx context.Context, res *Result, srv *server, preset string, it Item, count string, log func(string)) error {
+	network := preset
+	if it.Counting {
+		preset, network = CountingPreset, ""
+	}
 	name := fmt.Sprintf("%s-%s-%s", preset, it.Name, strings.ReplaceAll(it.Kind, "+", "-"))
 	dir := filepath.Join("runs", name)
 	info := RunInfo{Preset: preset, Name: it.Name, Suite: it.Suite, Kind: it.Kind, Dir: dir, Label: it.Kind + " " + preset}
@@ -326,7 +342,7 @@ func (c *Config) runItem(ctx context.Context, res *Result, srv *server, preset s
 		scale = it.Scale
 	}
 	bc := bench.Config{Suite: it.Suite, Target: srv.target(it.Kind), Scale: scale, Sizes: it.Sizes, Threads: it.Threads,
-		Count: it.Count, FileSize: it.FileSize, Forms: it.Forms, Network: preset, Link: res.Link, Out: filepath.Join(c.Out, dir),
+		Count: it.Count, FileSize: it.FileSize, Forms: it.Forms, Network: network, Link: res.Link, Out: filepath.Join(c.Out, dir),
 		ClientCommand: c.ClientCommand,
 		Options:       bench.Options{AccessKey: srv.accessKey, SecretKey: srv.secretKey, Timeout: c.Timeout}}
 	if c.Progress != nil {

@@ -29,8 +29,11 @@ and runs/PRESET-RUN-PROTOCOL/ (each run's records, as "tristore bench" saves
 them; redraw with "tristore report").
 
 On every preset: seed 000's small-file (4 KiB) and large-file batches at 1 and
-8 threads. On the first preset only: amplification, efficiency, objects,
-clients, postmark, iozone, units, single, metadata, datasize, mixed.
+8 threads. On the first preset only: objects, clients, postmark, iozone,
+units, single, metadata, datasize, mixed. amplification and efficiency run
+once through a link that only counts bytes (labelled "counting"): on a
+shaped link, queue drops make TCP resend, and the resent bytes would count
+as protocol overhead.
 
 The links are network namespaces (root and /dev/net/tun: the presets' rate,
 delay, jitter and loss); without them lab falls back to a TCP proxy link

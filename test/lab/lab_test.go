@@ -69,7 +69,7 @@ func TestLabCommand(t *testing.T) {
 	if n := strings.Count(page, "<svg"); n < 8 {
 		t.Fatalf("index.html has %d plots", n)
 	}
-	for _, want := range []string{"s3 ideal small", "nfs lan large", "iscsi ideal", "ext4+iscsi ideal"} {
+	for _, want := range []string{"s3 ideal small", "nfs lan large", "iscsi ideal", "ext4+iscsi counting"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("index.html lacks %q", want)
 		}
@@ -111,7 +111,7 @@ func TestLabCommand(t *testing.T) {
 	// Seed 004's direction through the link's own counters: 1 KiB files
 	// carry less payload per wire byte than 1 MiB files.
 	for _, p := range []string{"s3", "nfs", "iscsi"} {
-		small, large := eff[p+" ideal 1024"], eff[p+" ideal 1048576"]
+		small, large := eff[p+" counting 1024"], eff[p+" counting 1048576"]
 		if !(small > 0 && small < large && large <= 1) {
 			t.Fatalf("%s efficiency 1 KiB %v, 1 MiB %v (%v)", p, small, large, eff)
 		}
