@@ -8,11 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/iam"
+	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/inuse"
 	"github.com/tristore/tristore/store/posix"
 )
 
@@ -222,4 +225,28 @@ func TestVersioningHTTP(t *testing.T) {
 	}
 	// A bucket with versions is not empty.
 	wantErr(t, ts2.do(t, "DELETE", "/vbk", nil, nil), 409, "BucketNotEmpty")
+}
+
+// A served block volume in a versioned bucket keeps its rules: no new
+// version over it, no delete marker, no delete of its version, and the
+// refused requests leave no trace in the version listing.
+func TestVersioningServedVolume(t *testing.T) {
+	ts := newTestServer(t)
+	wantStatus(t, ts.do(t, "PUT", "/vvol", nil, nil), 200)
+	wantStatus(t, ts.do(t, "PUT", "/vvol?versioning", []byte(enableVersioning), nil), 200)
+	p := ts.do(t, "PUT", "/vvol/disk", []byte("LUNDATA!"), nil)
+	wantStatus(t, p, 200)
+	served, err := inuse.Serve(filepath.Join(ts.st.(store.LocalPather).Root(), "vvol", "disk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer served.Close()
+	wantErr(t, ts.do(t, "PUT", "/vvol/disk", []byte("x"), nil), 409, "OperationAborted")
+	wantErr(t, ts.do(t, "DELETE", "/vvol/disk", nil, nil), 409, "OperationAborted")
+	wantErr(t, ts.do(t, "DELETE", "/vvol/disk?versionId="+p.header.Get("X-Amz-Version-Id"), nil, nil), 409, "OperationAborted")
+	if got := entryLine(listVersions(t, ts, "/vvol?versions")); got != "V:disk:"+p.header.Get("X-Amz-Version-Id")+"*" {
+		t.Fatalf("versions after refused requests: %s", got)
+	}
+	served.Close()
+	wantStatus(t, ts.do(t, "DELETE", "/vvol/disk", nil, nil), 204)
 }
