@@ -76,7 +76,7 @@ tristore-*)
   wait $pid 2>/dev/null || true
   "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
   pid=$!; PIDS+=("$pid"); waitmount "$M"
-  "${REPLAY[@]}" >"$WORK/replay.json"
+  "${REPLAY[@]}" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
   stopmount $pid "$M"
   ;;
 rclone|s3fs)
@@ -95,7 +95,7 @@ rclone|s3fs)
       >"$WORK/mount.log" 2>&1 &
   fi
   pid=$!; PIDS+=("$pid"); waitmount "$M"
-  "${REPLAY[@]}" >"$WORK/replay.json"
+  "${REPLAY[@]}" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
   stopmount $pid "$M"
   ;;
 esac
@@ -122,7 +122,7 @@ for r in $(seq 1 "$ROUNDS"); do
     SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES CACHE=$CACHE AK=$AK SK=$SK timeout -k 10 ${SIDE_TIMEOUT:-300} "$WORK/tristore" netem run --preset realistic \
       --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
       --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 ||
-      bench_fail "$s failed in round $r: $(tail -5 "$WORK/run.log")"
+      bench_fail "$s failed in round $r: $(grep -v '^up \|^down \|^RTT ' "$WORK/run.log" | tail -25)"
     read -r rd wr < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"])' "$WORK/replay.json")
     args=(-json "$WORK/replay.json" -v "average read latency, ms=$rd" -v "average write latency, ms=$wr")
     if [ -e "$WORK/stats.json" ]; then
