@@ -91,6 +91,13 @@ func TestFullACLs(t *testing.T) {
 		t.Fatalf("a refused ACL changed the stored one: %d", r.status)
 	}
 
+	// CopyObject (metadata directive COPY) takes the ACL from its own
+	// headers, not from the source.
+	wantStatus(t, ts.do(t, "PUT", "/gbk/copy", nil, with(alice, "X-Amz-Copy-Source", "/gbk/doc", "X-Amz-Grant-Read", `id="carol"`)), 200)
+	wantStatus(t, ts.do(t, "GET", "/gbk/copy", nil, carol), 200)
+	wantErr(t, ts.do(t, "GET", "/gbk/copy", nil, nil), 403, "AccessDenied")
+	wantErr(t, ts.do(t, "PUT", "/gbk/copy2", nil, with(alice, "X-Amz-Copy-Source", "/gbk/doc", "X-Amz-Grant-Read", `bogus`)), 400, "InvalidArgument")
+
 	// PUT with grant headers sets the new object's ACL.
 	wantStatus(t, ts.do(t, "PUT", "/gbk/pub", []byte("p"), with(alice, "X-Amz-Grant-Read", `uri="http://acs.amazonaws.com/groups/global/AuthenticatedUsers"`)), 200)
 	wantStatus(t, ts.do(t, "GET", "/gbk/pub", nil, bob), 200)

@@ -239,3 +239,25 @@ func aclGrantsOut(stored, ownerID string) []grantOut {
 	}
 	return out
 }
+
+// newObjectACL is the ACL and owner of an object a request writes: the
+// ACL from its headers (headerACL) and the writer as owner, or the bucket
+// owner when the bucket's ownership is BucketOwnerEnforced.
+func (s *Server) newObjectACL(ctx context.Context, h http.Header, rc *reqCtx) (acl, owner string, err error) {
+	if acl, _, err = s.headerACL(ctx, h, rc.bucket); err != nil {
+		return "", "", err
+	}
+	owner = rc.ident.User
+	own, err := s.ownership(ctx, rc.bucket)
+	if err != nil {
+		return "", "", err
+	}
+	if own == "BucketOwnerEnforced" {
+		bi, err := s.st.StatBucket(ctx, rc.bucket)
+		if err != nil {
+			return "", "", err
+		}
+		owner = bi.Owner
+	}
+	return acl, owner, nil
+}

@@ -71,6 +71,9 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
 		return err
 	}
+	if err := s.authorizeVersion(ctx, rc, "s3:GetObjectVersion", sb, sk, svid); err != nil {
+		return err
+	}
 	if err := refuseUnsupported(r.Header); err != nil {
 		return err
 	}
@@ -106,15 +109,10 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		}
 	} else {
 		meta = oi.Meta
-		meta.Owner = rc.ident.User
-		meta.ACL = ""
-		if acl := r.Header.Get("X-Amz-Acl"); acl != "" {
-			if !s.opts.Authz.ValidCannedACL(acl) {
-				return ErrInvalidArgument.withMessage("unknown canned ACL " + acl)
-			}
-			if acl != "private" {
-				meta.ACL = acl
-			}
+		// The ACL is never copied: it comes from this request's headers
+		// (acl_grants.go), as in S3.
+		if meta.ACL, meta.Owner, err = s.newObjectACL(ctx, r.Header, rc); err != nil {
+			return err
 		}
 	}
 	meta.Checksums = oi.Meta.Checksums // same bytes, same checksums

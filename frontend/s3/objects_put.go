@@ -64,19 +64,12 @@ func (s *Server) metaFromRequest(h http.Header, rc *reqCtx) (store.ObjectMeta, e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	acl, _, err := s.headerACL(ctx, h, rc.bucket) // acl_grants.go: x-amz-acl or x-amz-grant-*
+	// acl_grants.go: x-amz-acl or x-amz-grant-*, ownership controls.
+	acl, owner, err := s.newObjectACL(ctx, h, rc)
 	if err != nil {
 		return m, err
 	}
-	m.ACL = acl
-	if own, err := s.ownership(ctx, rc.bucket); err != nil {
-		return m, err
-	} else if own == "BucketOwnerEnforced" {
-		// ACLs disabled: the bucket owner owns every object written to it.
-		if bi, err := s.st.StatBucket(ctx, rc.bucket); err == nil {
-			m.Owner = bi.Owner
-		}
-	}
+	m.ACL, m.Owner = acl, owner
 	tags, err := tagsFromHeader(h)
 	if err != nil {
 		return m, err
