@@ -215,10 +215,11 @@ func readCSV(t *testing.T, path string) [][]string {
 // by a file there, no network namespace of lab's is left, and tmp is empty.
 func checkNothingLeft(t *testing.T, tmp string, pid int) {
 	t.Helper()
+	bin := testutil.TristoreBin(context.Background(), t)
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		cmdline, _ := os.ReadFile(p + "/cmdline")
-		if strings.Contains(string(cmdline), tmp) || strings.Contains(string(cmdline), "bench-client") {
+		if strings.Contains(string(cmdline), tmp) || strings.HasPrefix(string(cmdline), bin+"\x00bench-client") {
 			t.Errorf("left running: %s %q", p, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
 	}
