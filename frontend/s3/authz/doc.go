@@ -1,9 +1,11 @@
 // Package authz decides whether an authenticated (or anonymous) S3 request
-// may act on a bucket or object: the bucket owner and admins, canned ACLs
-// (private, public-read, public-read-write, authenticated-read) on buckets
-// and objects, and bucket policies (Allow/Deny on s3:* actions for
-// principals and "*"). Explicit Deny wins; otherwise any Allow; otherwise
-// deny. Pure functions over documents: frontend/s3 loads the documents from
+// may act on a bucket or object: the bucket owner and admins, ACLs on
+// buckets and objects (canned names and full grant lists to users and the
+// AllUsers/AuthenticatedUsers groups, acl_grants.go), and bucket policies
+// (Allow/Deny, Principal/NotPrincipal, Action/NotAction,
+// Resource/NotResource, Condition with the IAM operators, condition.go),
+// with ownership controls and public access block flags. Explicit Deny
+// wins; otherwise any Allow; otherwise deny. Pure functions over documents: frontend/s3 loads the documents from
 // the store and calls Allowed.
 //
 // CONTRACT (used by frontend/s3; keep these names and meanings):
@@ -18,6 +20,8 @@
 //	    ObjectACL     string // canned ACL of the object ("" = private)
 //	    ObjectOwner   string
 //	    Policy        *Policy // parsed bucket policy or nil
+//	    Context       Context // condition keys of the request
+//	    ACLsDisabled, IgnorePublicACLs, RestrictPublicBuckets bool
 //	}
 //	func Allowed(r Request) bool
 //	func ParsePolicy(doc []byte, bucket string) (*Policy, error) // *PolicyError with S3 code MalformedPolicy
