@@ -71,6 +71,9 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
 		return err
 	}
+	if err := s.authorizeVersion(ctx, rc, "s3:GetObjectVersion", sb, sk, svid); err != nil {
+		return err
+	}
 	if err := refuseUnsupported(r.Header); err != nil {
 		return err
 	}

@@ -182,6 +182,9 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeVersion(ctx, rc, "s3:GetObjectVersion", rc.bucket, rc.key, vid); err != nil {
+		return err
+	}
 
 	var (
 		rd      io.ReadCloser

@@ -225,6 +225,9 @@ func (s *Server) deleteOne(ctx context.Context, rc *reqCtx, r *http.Request, key
 		}
 		return oi, err
 	}
+	if err := s.authorizeVersion(ctx, rc, "s3:DeleteObjectVersion", rc.bucket, key, vid); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	if !ok {
 		if vid != "null" {
 			return store.ObjectInfo{}, ErrInvalidVersionID
@@ -248,6 +251,16 @@ func (s *Server) deleteOne(ctx context.Context, rc *reqCtx, r *http.Request, key
 		}
 	}
 	return v.DeleteVersion(ctx, rc.bucket, key, vid)
+}
+
+// authorizeVersion checks the IAM action S3 requires, in addition to
+// the operation's own, for a request naming a version
+// (s3:GetObjectVersion, s3:DeleteObjectVersion).
+func (s *Server) authorizeVersion(ctx context.Context, rc *reqCtx, action, bucket, key, vid string) error {
+	if vid == "" {
+		return nil
+	}
+	return s.authorize(ctx, rc, action, bucket, key)
 }
 
 // wireVersion is the x-amz-version-id / VersionId value of a version.
