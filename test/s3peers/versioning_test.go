@@ -405,3 +405,58 @@ func TestVersioningCLI(t *testing.T) {
 		t.Fatalf("rclone --s3-versions ls: want two old versions of f.txt:\n%s", out)
 	}
 }
+
+// TestVersionPermissions: a request naming a version needs
+// s3:GetObjectVersion / s3:DeleteObjectVersion besides s3:GetObject /
+// s3:DeleteObject, as in S3; a policy granting only the latter lets bob
+// read and delete the current object but not a version.
+func TestVersionPermissions(t *testing.T) {
+	srv := startServer(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice, aliceSK, err := srv.users.Add("alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, bobSK, err := srv.users.Add("bob", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := sdkClient(srv.endpoint, alice.AccessKey, aliceSK), sdkClient(srv.endpoint, bob.AccessKey, bobSK)
+	bkt := aws.String("alice-versions")
+	if _, err := a.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: bkt}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: bkt,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.PutObject(ctx, &awss3.PutObjectInput{Bucket: bkt, Key: aws.String("doc"), Body: strings.NewReader("v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["bob"]},` +
+		`"Action":["s3:GetObject","s3:DeleteObject"],"Resource":["arn:aws:s3:::alice-versions/*"]}]}`
+	if _, err := a.PutBucketPolicy(ctx, &awss3.PutBucketPolicyInput{Bucket: bkt, Policy: aws.String(policy)}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := b.GetObject(ctx, &awss3.GetObjectInput{Bucket: bkt, Key: aws.String("doc")})
+	if err != nil {
+		t.Fatalf("bob GET current: %v", err)
+	}
+	o.Body.Close()
+	if _, err := b.GetObject(ctx, &awss3.GetObjectInput{Bucket: bkt, Key: aws.String("doc"), VersionId: p.VersionId}); errCode(err) != "AccessDenied" {
+		t.Fatalf("bob GET by version without s3:GetObjectVersion: %v", err)
+	}
+	if _, err := b.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: bkt, Key: aws.String("doc"), VersionId: p.VersionId}); errCode(err) != "AccessDenied" {
+		t.Fatalf("bob DELETE by version without s3:DeleteObjectVersion: %v", err)
+	}
+	if _, err := b.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: bkt, Key: aws.String("doc")}); err != nil {
+		t.Fatalf("bob DELETE (a marker): %v", err)
+	}
+	if o, err := a.GetObject(ctx, &awss3.GetObjectInput{Bucket: bkt, Key: aws.String("doc"), VersionId: p.VersionId}); err != nil {
+		t.Fatalf("the version bob could not delete: %v", err)
+	} else {
+		o.Body.Close()
+	}
+}
