@@ -24,6 +24,7 @@ var objectACLActions = map[string]bool{
 	"s3:PutObjectTagging":    true,
 	"s3:DeleteObjectTagging": true,
 	"s3:GetObjectAttributes": true,
+	"s3:GetObjectVersion":    true, // (the current version's ACL and owner)
 }
 
 // authorize decides whether rc's identity may do action on bucket/key.

@@ -51,6 +51,14 @@ var objectActions = map[string]bool{
 	ActionAbortMultipartUpload: true, ActionListMultipartUploadParts: true,
 	ActionGetObjectTagging: true, ActionPutObjectTagging: true, ActionDeleteObjectTagging: true,
 	ActionGetObjectAttributes: true,
+	// Version and Object Lock actions name one object (version) too.
+	"s3:GetObjectVersion": true, "s3:DeleteObjectVersion": true,
+	"s3:GetObjectVersionAcl": true, "s3:PutObjectVersionAcl": true,
+	"s3:GetObjectVersionAttributes": true, "s3:GetObjectVersionTagging": true,
+	"s3:PutObjectVersionTagging": true, "s3:DeleteObjectVersionTagging": true,
+	"s3:GetObjectRetention": true, "s3:PutObjectRetention": true,
+	"s3:GetObjectLegalHold": true, "s3:PutObjectLegalHold": true,
+	"s3:BypassGovernanceRetention": true,
 }
 
 // IsObjectAction reports whether action applies to objects (resource

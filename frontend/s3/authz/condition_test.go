@@ -188,3 +188,21 @@ func TestPublicPolicy(t *testing.T) {
 		t.Error("RestrictPublicBuckets refused a signed-in user")
 	}
 }
+
+// TestVersionActionsAreObjectActions: a policy on bucket/key/* and an
+// object's READ grant cover the version actions of that object.
+func TestVersionActionsAreObjectActions(t *testing.T) {
+	p := mustPolicy(t, `{"Statement":{"Effect":"Allow","Principal":{"AWS":"bob"},"Action":["s3:GetObjectVersion","s3:DeleteObjectVersion"],"Resource":"arn:aws:s3:::bkt/pub/*"}}`)
+	for _, a := range []string{"s3:GetObjectVersion", "s3:DeleteObjectVersion"} {
+		if !Allowed(Request{Principal: "bob", Action: a, Bucket: "bkt", Key: "pub/x", BucketOwner: "o", Policy: p}) {
+			t.Errorf("%s on pub/x refused", a)
+		}
+		if Allowed(Request{Principal: "bob", Action: a, Bucket: "bkt", Key: "priv/x", BucketOwner: "o", Policy: p}) {
+			t.Errorf("%s on priv/x allowed", a)
+		}
+	}
+	acl := EncodeACL([]ACLGrant{{Type: GranteeUser, ID: "carol", Permission: PermRead}})
+	if !Allowed(Request{Principal: "carol", Action: "s3:GetObjectVersion", Bucket: "bkt", Key: "k", BucketOwner: "o", ObjectACL: acl}) {
+		t.Error("object READ grant does not cover s3:GetObjectVersion")
+	}
+}
