@@ -157,7 +157,9 @@ func (c *cache) add(h string, size int64) {
 func (c *cache) evict() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.clean+c.dirty > c.limit && c.lru.Len() > 0 {
+	// The most recently used chunk stays even over the limit: it is the
+	// one just fetched for a reader.
+	for c.clean+c.dirty > c.limit && c.lru.Len() > 1 {
 		el := c.lru.Back()
 		e := el.Value.(*centry)
 		c.lru.Remove(el)

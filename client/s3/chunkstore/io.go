@@ -135,7 +135,34 @@ func (s *Store) readClean(ctx context.Context, h string, dst []byte, co int64) e
 			return err
 		}
 	}
-	return fmt.Errorf("chunk %s keeps vanishing from the cache (cache too small for the chunks in use?)", h)
+	// The cache could not keep it (dirty data and other readers' chunks
+	// fill it): serve this read from a download of its own.
+	return s.readDirect(ctx, h, dst, co)
+}
+
+// readDirect downloads chunk h into a transfer buffer, checks it against
+// its name and copies dst from it, without the cache.
+func (s *Store) readDirect(ctx context.Context, h string, dst []byte, co int64) error {
+	buf, err := s.getBuf(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.putBuf(buf)
+	data, _, err := s.b.get(ctx, chunkKey(h), buf, s.cs)
+	if err != nil {
+		return fmt.Errorf("get chunk %s: %w", h, err)
+	}
+	if got := hashOf(data); got != h {
+		return fmt.Errorf("%w: chunk object %s holds bytes that hash to %s (modified by someone else)", ErrCorrupt, h, got)
+	}
+	s.downloads.Add(1)
+	s.downBytes.Add(int64(len(data)))
+	n := 0
+	if co < int64(len(data)) {
+		n = copy(dst, data[co:])
+	}
+	clear(dst[n:])
+	return nil
 }
 
 // fetch downloads chunk h into the cache, once however many ask at once.

@@ -654,3 +654,29 @@ func TestAppendDuringWriteBack(t *testing.T) {
 		t.Fatalf("appends lost: first difference at byte %d of %d", n, len(want))
 	}
 }
+
+// TestReadWithCacheFullOfDirtyData: a cache whose limit is taken up by
+// dirty chunks still serves reads of clean chunks (the one just fetched
+// stays, or the read is served from its own download), never EIO.
+func TestReadWithCacheFullOfDirtyData(t *testing.T) {
+	v := newEnv(t)
+	c := v.cfg(t.TempDir())
+	s := v.open(c)
+	ro := mkfile(t, s, "ro")
+	want := randBytes(5, 8*cs)
+	write(t, s, ro, want, 0)
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(context.Background())
+	c = v.cfg(t.TempDir())
+	c.CacheSize = 4 * cs
+	s2 := v.open(c)
+	w := mkfile(t, s2, "w")
+	// Dirty chunks fill the limit (a write-back would only start when
+	// they exceed it).
+	write(t, s2, w, randBytes(6, 4*cs), 0)
+	if got := readAll(t, s2, lookup(t, s2, "ro")); !bytes.Equal(got, want) {
+		t.Fatal("read with a cache full of dirty data differs")
+	}
+}
