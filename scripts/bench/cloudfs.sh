@@ -119,7 +119,7 @@ for r in $(seq 1 "$ROUNDS"); do
     lb=$(bench_load)
     # Bounded: a side that hangs (a link that stopped carrying new
     # connections was seen once under heavy machine load) fails the run.
-    SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES CACHE=$CACHE AK=$AK SK=$SK timeout -k 10 ${SIDE_TIMEOUT:-300} "$WORK/tristore" netem run --preset realistic \
+    SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES CACHE=$CACHE AK=$AK SK=$SK timeout -k 10 ${SIDE_TIMEOUT:-900} "$WORK/tristore" netem run --preset realistic \
       --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
       --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 ||
       bench_fail "$s failed in round $r: $(grep -v '^up \|^down \|^RTT ' "$WORK/run.log" | tail -25)"
