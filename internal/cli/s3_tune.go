@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -297,7 +298,25 @@ func autoTransferOptions(cmd *cobra.Command, conn s3Conn, o *s3TransferOptions) 
 	}
 	o.ChunkSize, o.Parallel = big.ChunkSize, big.Parallel
 	why := "large files"
-	if local != "" {
+	if fi, err := os.Stat(local); local != "" && err == nil && fi.Mode().IsRegular() && fi.Size() > o.ChunkSize {
+		// One file: parts of size/p give p streams, so infer the chunk
+		// for each parallelism (seed 001 §5.1: 2 MB between 1 MB × 8 and
+		// 4 MB × 4) instead of a grid chunk that leaves streams idle
+		// (128 MiB in 16 MiB parts is 8 streams).
+		best := 0.0
+		for _, p := range r.Grid.Parallel {
+			c := max(k.MinChunk, (fi.Size()+int64(p)-1)/int64(p))
+			c = (c + 1<<20 - 1) &^ (1<<20 - 1)
+			p := int(min(int64(p), (fi.Size()+c-1)/c)) // the 5 MiB minimum can leave fewer parts
+			if c*int64(p) > maxMem {
+				continue
+			}
+			if bw := r.Model.Bandwidth(tuner.Point{ChunkSize: c, Parallel: p}); bw > best*1.05 {
+				best, o.ChunkSize, o.Parallel = bw, c, p
+			}
+		}
+		why = fmt.Sprintf("one file of %s in parts of size / parallel", tuner.FmtSize(fi.Size()))
+	} else if local != "" {
 		if med, n := medianFileSize(local, 100_000); n > 1 && med < big.ChunkSize {
 			row := snapRow(r.Grid.ChunkSizes, med)
 			if small, ok := r.Choose(tuner.Goal{}, tuner.Constraints{MinChunk: row, MaxChunk: row, MaxMemory: maxMem}); ok {

@@ -14,6 +14,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	s3client "github.com/tristore/tristore/client/s3"
+	"github.com/tristore/tristore/client/s3/tuner"
 )
 
 // TestS3Tune runs `tristore s3 tune` against `tristore serve`: a first run
@@ -101,6 +102,26 @@ func TestS3Tune(t *testing.T) {
 	}
 	if _, err := fmt.Sscanf(errOut[i:], "auto: --chunk-size %dMiB --parallel %d", &mibs, &par); err != nil || mibs < 5 || par < 1 {
 		t.Errorf("cp --auto of a large file chose %d MiB × %d (%v): %q", mibs, par, err, errOut)
+	}
+	// One file: with a profile whose streams get 1 MB/s each and 14 MB/s
+	// together, a 40 MiB file goes in 5 MiB parts, all 8 in flight (not
+	// the grid's 16 MiB parts: 3 streams).
+	fp, desc, err := tuner.Fingerprint(context.Background(), ep, tuner.Up, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := t.TempDir()
+	rep := &tuner.Report{Grid: tuner.DefaultGrid(), Model: tuner.Model{A0: 0.03, Bs: 1e6, B: 14e6},
+		Samples: []tuner.Sample{{Point: tuner.Point{ChunkSize: 16 << 20, Parallel: 16}, BandwidthBps: 13e6}}}
+	rep.Choice = tuner.Choice{Point: tuner.Point{ChunkSize: 16 << 20, Parallel: 16}, MeasuredBps: 13e6, Sampled: true}
+	if err := tuner.Save(slow, &tuner.Profile{Endpoint: ep, Network: desc, Fingerprint: fp, Direction: tuner.Up,
+		Created: time.Now(), Verified: time.Now(), Report: rep}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(big, make([]byte, 40<<20), 0o644)
+	_, errOut, err = runCLI3(t, "s3", "cp", big, "s3://tunebucket/big40", "--endpoint", ep, "--auto", "--tune-dir", slow)
+	if err != nil || !strings.Contains(errOut, "auto: --chunk-size 5MiB --parallel 8 (one file of 40MiB") {
+		t.Errorf("cp --auto of one 40 MiB file over a slow profile: %v %q", err, errOut)
 	}
 	_, _, err = runCLI3(t, "s3", "cp", "-r", src, "s3://tunebucket/auto/", "--endpoint", ep, "--auto", "--parallel", "3")
 	var ee *exitError
