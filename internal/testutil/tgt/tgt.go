@@ -27,6 +27,19 @@ type Target struct {
 	IQN     string
 	Backing string
 	ctl     string // tgtd control port (-C), names its unix socket
+	pid     int
+	done    chan struct{}
+}
+
+// Stop kills this tgtd (its process group) as a crash would and waits up
+// to 10 s for it to exit, so a test can make a target vanish mid-run.
+// The cleanup registered by Start still runs and tolerates the dead daemon.
+func (tt *Target) Stop() {
+	_ = syscall.Kill(-tt.pid, syscall.SIGKILL)
+	select {
+	case <-tt.done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // Opts configures Start; the zero value is a 64 MiB LUN without CHAP.
@@ -114,6 +127,7 @@ func Start(t testing.TB, o Opts) *Target {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
+	tt.pid, tt.done = cmd.Process.Pid, done
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
