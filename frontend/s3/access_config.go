@@ -33,10 +33,10 @@ const (
 var (
 	opGetOwnership    = &operation{"GetBucketOwnershipControls", "s3:GetBucketOwnershipControls", (*Server).getOwnership}
 	opPutOwnership    = &operation{"PutBucketOwnershipControls", "s3:PutBucketOwnershipControls", (*Server).putOwnership}
-	opDeleteOwnership = &operation{"DeleteBucketOwnershipControls", "s3:PutBucketOwnershipControls", (*Server).deleteOwnership}
+	opDeleteOwnership = &operation{"DeleteBucketOwnershipControls", "s3:PutBucketOwnershipControls", deleteBucketSetting(cfgOwnership)}
 	opGetPAB          = &operation{"GetPublicAccessBlock", "s3:GetBucketPublicAccessBlock", (*Server).getPAB}
 	opPutPAB          = &operation{"PutPublicAccessBlock", "s3:PutBucketPublicAccessBlock", (*Server).putPAB}
-	opDeletePAB       = &operation{"DeletePublicAccessBlock", "s3:PutBucketPublicAccessBlock", (*Server).deletePAB}
+	opDeletePAB       = &operation{"DeletePublicAccessBlock", "s3:PutBucketPublicAccessBlock", deleteBucketSetting(cfgPAB)}
 )
 
 var (
@@ -182,17 +182,6 @@ func (s *Server) putOwnership(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	return nil
 }
 
-func (s *Server) deleteOwnership(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	if err := s.setBucketConfig(r, rc.bucket, cfgOwnership, ""); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 func (s *Server) getPAB(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
 	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
 		return err
@@ -241,17 +230,6 @@ func (s *Server) putPAB(w http.ResponseWriter, r *http.Request, rc *reqCtx) erro
 		return err
 	}
 	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (s *Server) deletePAB(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	if err := s.setBucketConfig(r, rc.bucket, cfgPAB, ""); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

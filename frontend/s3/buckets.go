@@ -174,6 +174,23 @@ func (s *Server) bucketConfigurer() (store.BucketConfigurer, error) {
 	return bc, nil
 }
 
+// deleteBucketSetting is the handler of every DeleteBucketX that clears one
+// stored bucket setting (CORS, lifecycle, policy, tagging, ownership controls,
+// public access block): the bucket must exist, the setting is cleared, and
+// S3 answers 204 whether or not it was set.
+func deleteBucketSetting(name string) func(*Server, http.ResponseWriter, *http.Request, *reqCtx) error {
+	return func(s *Server, w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
+		if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
+			return err
+		}
+		if err := s.setBucketConfig(r, rc.bucket, name, ""); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+}
+
 func (s *Server) setBucketConfig(r *http.Request, bucket, name, value string) error {
 	bc, err := s.bucketConfigurer()
 	if err != nil {

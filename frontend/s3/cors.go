@@ -21,7 +21,7 @@ import (
 var (
 	opGetBucketCors    = &operation{"GetBucketCors", "s3:GetBucketCORS", (*Server).getBucketCors}
 	opPutBucketCors    = &operation{"PutBucketCors", "s3:PutBucketCORS", (*Server).putBucketCors}
-	opDeleteBucketCors = &operation{"DeleteBucketCors", "s3:PutBucketCORS", (*Server).deleteBucketCors}
+	opDeleteBucketCors = &operation{"DeleteBucketCors", "s3:PutBucketCORS", deleteBucketSetting(cfgCORS)}
 	// opPreflight is unauthenticated, as browsers send it without credentials.
 	opPreflight = &operation{"PreflightRequest", "", nil}
 )
@@ -307,16 +307,5 @@ func (s *Server) putBucketCors(w http.ResponseWriter, r *http.Request, rc *reqCt
 		return err
 	}
 	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (s *Server) deleteBucketCors(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	if err := s.setBucketConfig(r, rc.bucket, cfgCORS, ""); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -25,7 +25,7 @@ import (
 var (
 	opGetBucketLifecycle    = &operation{"GetBucketLifecycleConfiguration", "s3:GetLifecycleConfiguration", (*Server).getBucketLifecycle}
 	opPutBucketLifecycle    = &operation{"PutBucketLifecycleConfiguration", "s3:PutLifecycleConfiguration", (*Server).putBucketLifecycle}
-	opDeleteBucketLifecycle = &operation{"DeleteBucketLifecycle", "s3:PutLifecycleConfiguration", (*Server).deleteBucketLifecycle}
+	opDeleteBucketLifecycle = &operation{"DeleteBucketLifecycle", "s3:PutLifecycleConfiguration", deleteBucketSetting(cfgLifecycle)}
 )
 
 // cfgLifecycle is the bucket configuration name of the lifecycle document.
@@ -352,16 +352,5 @@ func (s *Server) putBucketLifecycle(w http.ResponseWriter, r *http.Request, rc *
 	}
 	s.lifecycleKick()
 	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (s *Server) deleteBucketLifecycle(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	if err := s.setBucketConfig(r, rc.bucket, cfgLifecycle, ""); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

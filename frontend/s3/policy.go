@@ -9,7 +9,7 @@ import (
 var (
 	opGetBucketPolicy    = &operation{"GetBucketPolicy", "s3:GetBucketPolicy", (*Server).getBucketPolicy}
 	opPutBucketPolicy    = &operation{"PutBucketPolicy", "s3:PutBucketPolicy", (*Server).putBucketPolicy}
-	opDeleteBucketPolicy = &operation{"DeleteBucketPolicy", "s3:DeleteBucketPolicy", (*Server).deleteBucketPolicy}
+	opDeleteBucketPolicy = &operation{"DeleteBucketPolicy", "s3:DeleteBucketPolicy", deleteBucketSetting(cfgPolicy)}
 )
 
 // maxPolicySize is S3's limit on a bucket policy document (20 KB).
@@ -73,17 +73,6 @@ func (s *Server) putBucketPolicy(w http.ResponseWriter, r *http.Request, rc *req
 		}
 	}
 	if err := s.setBucketConfig(r, rc.bucket, cfgPolicy, string(b)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) deleteBucketPolicy(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	if err := s.setBucketConfig(r, rc.bucket, cfgPolicy, ""); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

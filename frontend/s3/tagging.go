@@ -26,7 +26,7 @@ var (
 	opDeleteObjectTagging = &operation{"DeleteObjectTagging", "s3:DeleteObjectTagging", (*Server).deleteObjectTagging}
 	opGetBucketTagging    = &operation{"GetBucketTagging", "s3:GetBucketTagging", (*Server).getBucketTagging}
 	opPutBucketTagging    = &operation{"PutBucketTagging", "s3:PutBucketTagging", (*Server).putBucketTagging}
-	opDeleteBucketTagging = &operation{"DeleteBucketTagging", "s3:PutBucketTagging", (*Server).deleteBucketTagging}
+	opDeleteBucketTagging = &operation{"DeleteBucketTagging", "s3:PutBucketTagging", deleteBucketSetting(cfgTagging)}
 )
 
 // cfgTagging is the bucket configuration name of the bucket's tag set.
@@ -273,17 +273,6 @@ func (s *Server) putBucketTagging(w http.ResponseWriter, r *http.Request, rc *re
 		val = string(b)
 	}
 	if err := s.setBucketConfig(r, rc.bucket, cfgTagging, val); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) deleteBucketTagging(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if _, err := s.st.StatBucket(r.Context(), rc.bucket); err != nil {
-		return err
-	}
-	if err := s.setBucketConfig(r, rc.bucket, cfgTagging, ""); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
