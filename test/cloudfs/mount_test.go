@@ -4,7 +4,6 @@
 package cloudfs
 
 import (
-	"bytes"
 	"context"
 	"maps"
 	"os"
@@ -25,71 +24,6 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 const ak, sk = "TRISTORECLOUDFS00001", "tristore-cloudfs-secret-0001"
-
-// mountProc is one `tristore mount` process.
-type mountProc struct {
-	cmd  *exec.Cmd
-	dir  string
-	log  *bytes.Buffer
-	done chan struct{}
-}
-
-func isMounted(dir string) bool {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return strings.Contains(string(b), " "+dir+" ")
-}
-
-// startMount runs tristore mount URL DIR args... and waits (60 s at most)
-// until DIR is a mount; the cleanup kills it and detaches DIR.
-func startMount(t *testing.T, bin, url, dir string, args ...string) *mountProc {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"mount", url, dir}, args...)...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-	m := &mountProc{cmd: cmd, dir: dir, log: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = m.log, m.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(m.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-m.done:
-		default:
-			cmd.Process.Kill()
-			<-m.done
-		}
-		if isMounted(dir) {
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	for deadline := time.Now().Add(60 * time.Second); !isMounted(dir); {
-		select {
-		case <-m.done:
-			t.Fatalf("mount exited: %v\n%s", cmd.ProcessState, m.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not mounted within 60 s\n%s", m.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return m
-}
-
-// stop unmounts with SIGTERM and wants exit status 0 (the final
-// write-back succeeded).
-func (m *mountProc) stop(t *testing.T) {
-	t.Helper()
-	m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("mount did not exit within 90 s of SIGTERM\n%s", m.log)
-	}
-	if !m.cmd.ProcessState.Success() {
-		t.Fatalf("mount exited %v\n%s", m.cmd.ProcessState, m.log)
-	}
-}
 
 func sums(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -129,7 +63,7 @@ func TestMountCrash(t *testing.T) {
 
 	cache := t.TempDir()
 	dir := t.TempDir()
-	m := startMount(t, bin, "s3://tree/home", dir, append([]string{"--cache", cache, "--cache-size", "64MiB",
+	m := testutil.StartMount(t, bin, "s3://tree/home", dir, append([]string{"--cache", cache, "--cache-size", "64MiB",
 		"--s3-write-back-age", "1h", "--s3-flush-on-close=false"}, common...)...)
 	if out, err := exec.Command("cp", "-a", src, filepath.Join(dir, "json")).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
@@ -137,8 +71,7 @@ func TestMountCrash(t *testing.T) {
 	if got := sums(t, filepath.Join(dir, "json")); !maps.Equal(got, want) {
 		t.Fatal("tree differs inside the first mount")
 	}
-	m.cmd.Process.Kill()
-	<-m.done
+	m.Kill()
 	syscall.Unmount(dir, syscall.MNT_DETACH)
 
 	// The dead mount's lease still holds: a second gateway is refused.
@@ -150,19 +83,19 @@ func TestMountCrash(t *testing.T) {
 	time.Sleep(4 * time.Second)
 
 	dir2 := t.TempDir()
-	m2 := startMount(t, bin, "s3://tree/home", dir2, append([]string{"--cache", cache}, common...)...)
-	if !strings.Contains(m2.log.String(), "found dirty chunks") {
-		t.Errorf("the remount did not report recovering dirty chunks:\n%s", m2.log)
+	m2 := testutil.StartMount(t, bin, "s3://tree/home", dir2, append([]string{"--cache", cache}, common...)...)
+	if !strings.Contains(m2.Output(), "found dirty chunks") {
+		t.Errorf("the remount did not report recovering dirty chunks:\n%s", m2.Output())
 	}
-	m2.stop(t)
+	m2.Stop(t, 90*time.Second)
 
 	dir3 := t.TempDir()
-	m3 := startMount(t, bin, "s3://tree/home", dir3, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
+	m3 := testutil.StartMount(t, bin, "s3://tree/home", dir3, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
 	if got := sums(t, filepath.Join(dir3, "json")); !maps.Equal(got, want) {
 		t.Fatal("tree differs after crash, recovery and a fresh mount")
 	}
 	if err := os.WriteFile(filepath.Join(dir3, "x"), nil, 0o644); err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("write on a read-only mount: %v", err)
 	}
-	m3.stop(t)
+	m3.Stop(t, 90*time.Second)
 }

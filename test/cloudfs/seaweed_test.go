@@ -152,7 +152,7 @@ func TestSeaweedCluster(t *testing.T) {
 	wantJSON, wantXML := sums(t, json), sums(t, xml)
 
 	dir := t.TempDir()
-	m := startMount(t, bin, "s3://tree/home", dir, append([]string{"--cache", t.TempDir(),
+	m := testutil.StartMount(t, bin, "s3://tree/home", dir, append([]string{"--cache", t.TempDir(),
 		"--s3-write-back-age", "1s", "--s3-write-back-every", "250ms"}, common...)...)
 	sh(t, "cp", "-a", json, filepath.Join(dir, "json"))
 
@@ -162,7 +162,7 @@ func TestSeaweedCluster(t *testing.T) {
 	sh(t, bin, "volume", "create", "--data", gw, "--backend", fmt.Sprintf("s3://127.0.0.1:%d/tree", c.s3Port),
 		"--s3-access-key", ak, "--s3-secret-key", sk, "vol1", "64Mi")
 	vdir := t.TempDir()
-	vm := startMount(t, bin, "s3://tree/volumes/vol1", vdir, append([]string{"--cache", t.TempDir(),
+	vm := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir, append([]string{"--cache", t.TempDir(),
 		"--s3-write-back-age", "1s", "--s3-write-back-every", "250ms"}, common...)...)
 	dev := loop(t, filepath.Join(vdir, "lun"), false)
 	sh(t, "mkfs.ext4", "-q", "-F", dev)
@@ -193,24 +193,24 @@ func TestSeaweedCluster(t *testing.T) {
 	sh(t, "umount", vmnt)
 	sh(t, "e2fsck", "-fn", dev)
 	sh(t, "losetup", "-d", dev)
-	vm.stop(t)
-	m.stop(t)
-	if strings.Contains(m.log.String()+vm.log.String(), "write-back failed") {
-		t.Logf("write-backs were retried while the cluster noticed the dead server:\n%s", m.log)
+	vm.Stop(t, 90*time.Second)
+	m.Stop(t, 90*time.Second)
+	if strings.Contains(m.Output()+vm.Output(), "write-back failed") {
+		t.Logf("write-backs were retried while the cluster noticed the dead server:\n%s", m.Output())
 	}
 
 	dir2 := t.TempDir()
-	m2 := startMount(t, bin, "s3://tree/home", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
+	m2 := testutil.StartMount(t, bin, "s3://tree/home", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
 	for name, want := range map[string]map[string]string{"json": wantJSON, "xml": wantXML, "json-copy": wantJSON} {
 		if got := sums(t, filepath.Join(dir2, name)); !maps.Equal(got, want) {
 			t.Fatalf("%s differs when read back with one volume server dead", name)
 		}
 	}
-	m2.stop(t)
+	m2.Stop(t, 90*time.Second)
 
 	// The volume from an empty cache, still with one volume server dead.
 	vdir2 := t.TempDir()
-	vm2 := startMount(t, bin, "s3://tree/volumes/vol1", vdir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
+	vm2 := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
 	dev2 := loop(t, filepath.Join(vdir2, "lun"), true)
 	sh(t, "e2fsck", "-fn", dev2)
 	vmnt2 := t.TempDir()
@@ -222,5 +222,5 @@ func TestSeaweedCluster(t *testing.T) {
 	}
 	sh(t, "umount", vmnt2)
 	sh(t, "losetup", "-d", dev2)
-	vm2.stop(t)
+	vm2.Stop(t, 90*time.Second)
 }

@@ -45,7 +45,7 @@ func mountFS(t *testing.T, dev, dir string, opts ...string) {
 	t.Helper()
 	sh(t, "mount", append(opts, dev, dir)...)
 	t.Cleanup(func() {
-		if isMounted(dir) {
+		if testutil.IsMounted(dir) {
 			syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 	})
@@ -93,7 +93,7 @@ func TestCloudVolume(t *testing.T) {
 	want := sums(t, src)
 	common := append([]string{"--s3-endpoint", ep, "--s3-lease-ttl", "4s"}, keys...)
 	dir := t.TempDir()
-	m := startMount(t, bin, "s3://vols/volumes/vol1", dir, append([]string{"--cache", t.TempDir()}, common...)...)
+	m := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir, append([]string{"--cache", t.TempDir()}, common...)...)
 	lun := filepath.Join(dir, "lun")
 	if fi, err := os.Stat(lun); err != nil || fi.Size() != 96<<20 {
 		t.Fatalf("volume file: %v %v", fi, err)
@@ -115,7 +115,7 @@ func TestCloudVolume(t *testing.T) {
 		t.Fatalf("second gateway: %v\n%s", err, out2)
 	}
 	sh(t, "losetup", "-d", dev)
-	m.stop(t)
+	m.Stop(t, 90*time.Second)
 
 	// The gateway's serve offers it over iSCSI.
 	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})

@@ -48,7 +48,7 @@ func TestGatewayExt4(t *testing.T) {
 	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: t.TempDir(), On: []string{"iscsi"}, Args: []string{"--raid", raidFlag}})
 	url := "iscsi://" + sv.Addrs["iscsi"] + "/" + gatewayIQN + "/0"
 	fuse := t.TempDir()
-	m := startMount(t, bin, url, fuse)
+	m := testutil.StartMount(t, bin, url, fuse)
 	lun := filepath.Join(fuse, "lun")
 	fi, err := os.Stat(lun)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestGatewayExt4(t *testing.T) {
 	}
 	sh(t, "umount", mnt)
 	l.detach()
-	m.stop(t)
+	m.Stop(t, 60*time.Second)
 	if !sv.Stop() || !sv.ExitedCleanly() {
 		t.Fatalf("serve did not stop cleanly: %v\n%s", sv.Err(), sv.Log())
 	}
@@ -95,7 +95,7 @@ func TestGatewayExt4(t *testing.T) {
 		t.Fatalf("serve log does not report the degraded start naming the lost member:\n%s", log)
 	}
 	url = "iscsi://" + sv.Addrs["iscsi"] + "/" + gatewayIQN + "/0"
-	m = startMount(t, bin, url, fuse)
+	m = testutil.StartMount(t, bin, url, fuse)
 	l = attachLoop(t, lun)
 	mountExt4(t, l.dev, mnt)
 	if d := diffSums(want, sums(t, filepath.Join(mnt, "encoding"))); d != nil {
@@ -104,7 +104,7 @@ func TestGatewayExt4(t *testing.T) {
 	sh(t, "umount", mnt)
 	sh(t, "e2fsck", "-fn", l.dev)
 	l.detach()
-	m.stop(t)
+	m.Stop(t, 60*time.Second)
 
 	// Too few members: serve refuses to start and names the array.
 	if err := os.Remove(members[2]); err != nil {

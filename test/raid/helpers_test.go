@@ -8,7 +8,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,11 +35,6 @@ func quiet(name string, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = exec.CommandContext(ctx, name, args...).Run()
-}
-
-func isMounted(dir string) bool {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return strings.Contains(string(b), " "+dir+" ")
 }
 
 // loopDev attaches file to a loop device, detached at cleanup (and by
@@ -72,79 +66,10 @@ func mountExt4(t *testing.T, dev, dir string) {
 	t.Helper()
 	sh(t, "mount", "-t", "ext4", dev, dir)
 	t.Cleanup(func() {
-		if isMounted(dir) {
+		if testutil.IsMounted(dir) {
 			syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 	})
-}
-
-// mountProc is a running `tristore mount`.
-type mountProc struct {
-	cmd  *exec.Cmd
-	dir  string
-	log  string
-	done chan struct{}
-}
-
-func (m *mountProc) output() string {
-	b, _ := os.ReadFile(m.log)
-	return string(b)
-}
-
-// startMount runs `tristore mount URL DIR args...` and waits (60 s at
-// most) until DIR is a mount; the cleanup kills it and detaches DIR.
-func startMount(t *testing.T, bin, url, dir string, args ...string) *mountProc {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"mount", url, dir}, args...)...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-	m := &mountProc{cmd: cmd, dir: dir, log: filepath.Join(t.TempDir(), "mount.log"), done: make(chan struct{})}
-	f, err := os.Create(m.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(m.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-m.done:
-		default:
-			cmd.Process.Kill()
-			<-m.done
-		}
-		if isMounted(dir) {
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	for deadline := time.Now().Add(60 * time.Second); !isMounted(dir); {
-		select {
-		case <-m.done:
-			t.Fatalf("mount exited: %v\n%s", cmd.ProcessState, m.output())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not mounted within 60 s\n%s", m.output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return m
-}
-
-// stop unmounts with SIGTERM and wants exit status 0.
-func (m *mountProc) stop(t *testing.T) {
-	t.Helper()
-	m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("mount did not exit within 60 s of SIGTERM\n%s", m.output())
-	}
-	if !m.cmd.ProcessState.Success() {
-		t.Fatalf("mount exited %v\n%s", m.cmd.ProcessState, m.output())
-	}
 }
 
 func sums(t *testing.T, dir string) map[string]string {

@@ -101,7 +101,7 @@ func mountArray(t *testing.T, dev blockdev.Device, mkfs bool) *fsStack {
 // down unmounts ext4 (checking it with e2fsck), detaches the loop device
 // and unmounts FUSE; safe to call twice.
 func (s *fsStack) down(t *testing.T) {
-	if isMounted(s.mnt) {
+	if testutil.IsMounted(s.mnt) {
 		sh(t, "umount", s.mnt)
 		sh(t, "e2fsck", "-fn", s.loop.dev)
 	}
