@@ -560,16 +560,7 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 		}
 	}
 	for _, idx := range drop {
-		lk := s.chunkLock(ino, idx)
-		lk.Lock()
-		s.mu.Lock()
-		s.dropDirty(ino, idx)
-		if in := s.m.Inodes[ino]; in != nil && in.Chunks[idx] != "" {
-			err = s.record(&rec{O: "c", N: ino, X: idx})
-		}
-		s.mu.Unlock()
-		lk.Unlock()
-		if err != nil {
+		if err := s.clearChunk(ino, idx); err != nil {
 			return err
 		}
 	}
@@ -628,16 +619,7 @@ func (s *Store) Punch(ctx context.Context, ino uint64, off, n int64) error {
 	}
 	a, e := (off+s.cs-1)/s.cs, end/s.cs // whole chunks [a, e)
 	for idx := a; idx < e; idx++ {
-		lk := s.chunkLock(ino, idx)
-		lk.Lock()
-		s.mu.Lock()
-		s.dropDirty(ino, idx)
-		if in := s.m.Inodes[ino]; in != nil && in.Chunks[idx] != "" {
-			err = s.record(&rec{O: "c", N: ino, X: idx})
-		}
-		s.mu.Unlock()
-		lk.Unlock()
-		if err != nil {
+		if err := s.clearChunk(ino, idx); err != nil {
 			return err
 		}
 	}
@@ -685,5 +667,21 @@ func (s *Store) seal(ctx context.Context, ino uint64, oldSize int64) error {
 	s.mu.Lock()
 	d.ver++
 	s.mu.Unlock()
+	return nil
+}
+
+// clearChunk turns chunk idx of ino into a hole (truncate and punch hole):
+// any dirty copy is dropped, and a chunk the manifest names is cleared
+// through the journal. It takes the chunk's lock, then s.mu.
+func (s *Store) clearChunk(ino uint64, idx int64) error {
+	lk := s.chunkLock(ino, idx)
+	lk.Lock()
+	defer lk.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropDirty(ino, idx)
+	if in := s.m.Inodes[ino]; in != nil && in.Chunks[idx] != "" {
+		return s.record(&rec{O: "c", N: ino, X: idx})
+	}
 	return nil
 }
