@@ -248,14 +248,8 @@ func (s *Store) removeLocked(dir uint64, name string, isDir bool) (gone uint64, 
 		return 0, ErrNotExist
 	}
 	in := s.m.Inodes[c]
-	cdir := in.Mode&syscall.S_IFMT == syscall.S_IFDIR
-	switch {
-	case isDir && !cdir:
-		return 0, ErrNotDir
-	case !isDir && cdir:
-		return 0, ErrIsDir
-	case cdir && len(in.Ents) > 0:
-		return 0, ErrNotEmpty
+	if err := removable(in, isDir); err != nil {
+		return 0, err
 	}
 	now := time.Now().UnixNano()
 	if err := s.record(&rec{O: "u", P: dir, Name: name}); err != nil {
@@ -264,7 +258,7 @@ func (s *Store) removeLocked(dir uint64, name string, isDir bool) (gone uint64, 
 	delta := 0
 	a := attrs(in)
 	a.Ctime = now
-	if cdir {
+	if isDir { // removable checked it matches the inode
 		a.Nlink = 0
 		delta = -1
 	} else {
@@ -484,15 +478,10 @@ func (s *Store) renameLocked(odir uint64, oname string, ndir uint64, nname strin
 			return 0, ErrExist
 		}
 		din := s.m.Inodes[dst]
-		ddir := din.Mode&syscall.S_IFMT == syscall.S_IFDIR
-		switch {
-		case sdir && !ddir:
-			return 0, ErrNotDir
-		case !sdir && ddir:
-			return 0, ErrIsDir
-		case ddir && len(din.Ents) > 0:
-			return 0, ErrNotEmpty
+		if err := removable(din, sdir); err != nil {
+			return 0, err
 		}
+		ddir := din.Mode&syscall.S_IFMT == syscall.S_IFDIR
 		a := attrs(din)
 		a.Ctime = now
 		if ddir {
@@ -551,4 +540,20 @@ func (s *Store) StatFS() (files uint64, bytes int64) {
 		bytes += in.Size
 	}
 	return uint64(len(s.m.Inodes)), bytes
+}
+
+// removable says whether in may be unlinked by an operation that expects a
+// directory (dir) or not, as unlink/rmdir and a replacing rename(2) do:
+// ENOTDIR, EISDIR, or ENOTEMPTY for a directory with entries.
+func removable(in *Inode, dir bool) error {
+	isDir := in.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	switch {
+	case dir && !isDir:
+		return ErrNotDir
+	case !dir && isDir:
+		return ErrIsDir
+	case isDir && len(in.Ents) > 0:
+		return ErrNotEmpty
+	}
+	return nil
 }
