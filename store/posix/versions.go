@@ -147,17 +147,9 @@ func (e *verEntry) info(bucket, key string) store.ObjectInfo {
 // readVersions returns the entries of key's versions directory, newest first.
 func (b *Backend) readVersions(bucket, key string) ([]verEntry, error) {
 	dir := b.versionDir(bucket, key)
-	d, err := openDir(dir)
+	names, err := versionNames(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, nil
-		}
-		return nil, fsErr(err)
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, fsErr(err)
+		return nil, err
 	}
 	var out []verEntry
 	for _, n := range names {
@@ -671,17 +663,9 @@ func (b *Backend) UpdateVersionMeta(ctx context.Context, bucket, key, versionID 
 // directory read per versioned key; see docs/s3.md).
 func (b *Backend) versionedKeys(bucket string) ([]string, error) {
 	root := b.versionsDir(bucket)
-	d, err := openDir(root)
+	hashes, err := versionNames(root)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, nil
-		}
-		return nil, fsErr(err)
-	}
-	hashes, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, fsErr(err)
+		return nil, err
 	}
 	var keys []string
 	for _, h := range hashes {
@@ -723,3 +707,21 @@ func (b *Backend) versionsEmpty(bucket string) (bool, error) {
 var (
 	_ store.Versioner = (*Backend)(nil)
 )
+
+// versionNames lists a directory of the versions area; one that does not
+// exist (no version was ever kept there) lists as empty.
+func versionNames(dir string) ([]string, error) {
+	d, err := openDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, nil
+		}
+		return nil, fsErr(err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fsErr(err)
+	}
+	return names, nil
+}
