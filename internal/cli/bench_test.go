@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tristore/tristore/bench"
 )
@@ -40,12 +39,11 @@ func TestBenchCommandPOSIX(t *testing.T) {
 func TestBenchCommandS3JSON(t *testing.T) {
 	const ak, sk = "TRISTOREBENCHCLI0001", "tristore-bench-cli-secret-01"
 	data := t.TempDir()
-	addrs := startServe(t, "s3", 30*time.Second, "--data", data, "--s3-addr", "127.0.0.1:0", "--nfs-addr", "off",
-		"--iscsi-addr", "off", "--admin-addr", "off", "--access-key", ak, "--secret-key", sk)
+	ep := serveS3(t, data, ak, sk)
 	t.Setenv("TRISTORE_ACCESS_KEY", ak)
 	t.Setenv("TRISTORE_SECRET_KEY", sk)
 	out := filepath.Join(t.TempDir(), "res")
-	stdout, stderr, err := runCLI3(t, "bench", "objects", "s3://"+addrs["s3"]+"/benchcli", "--sizes", "4KiB,64KiB",
+	stdout, stderr, err := runCLI3(t, "bench", "objects", "s3://"+strings.TrimPrefix(ep, "http://")+"/benchcli", "--sizes", "4KiB,64KiB",
 		"--threads", "1,4", "--count", "8", "--json", "--out", out)
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, stdout, stderr)

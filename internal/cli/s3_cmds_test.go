@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tristore/tristore/internal/testutil"
 )
@@ -45,17 +44,16 @@ func randData(seed uint64, n int) []byte {
 func s3Env(t *testing.T) string {
 	t.Helper()
 	const ak, sk = "TRISTORES3CMDS000001", "tristore-s3cmds-cli-secret-01"
-	addrs := startServe(t, "s3", 30*time.Second, "--data", t.TempDir(), "--s3-addr", "127.0.0.1:0", "--nfs-addr", "off",
-		"--iscsi-addr", "off", "--admin-addr", "off", "--access-key", ak, "--secret-key", sk)
+	ep := serveS3(t, "", ak, sk)
 	t.Setenv("AWS_ACCESS_KEY_ID", ak)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", sk)
-	t.Setenv("AWS_ENDPOINT_URL", "http://"+addrs["s3"])
+	t.Setenv("AWS_ENDPOINT_URL", ep)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	// No shared files of the machine's user leak in.
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_PROFILE", "")
-	return "http://" + addrs["s3"]
+	return ep
 }
 
 // s3Run runs `tristore s3 ARGS...` and fails the test unless it exits

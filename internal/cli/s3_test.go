@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -21,9 +20,7 @@ import (
 // and checks the JSON summary, the content, and the failures.
 func TestS3Cp(t *testing.T) {
 	const ak, sk = "TRISTORES3CPCLI00001", "tristore-s3cp-cli-secret-001"
-	addrs := startServe(t, "s3", 30*time.Second, "--data", t.TempDir(), "--s3-addr", "127.0.0.1:0", "--nfs-addr", "off",
-		"--iscsi-addr", "off", "--admin-addr", "off", "--access-key", ak, "--secret-key", sk)
-	ep := "http://" + addrs["s3"]
+	ep := serveS3(t, "", ak, sk)
 	t.Setenv("AWS_ACCESS_KEY_ID", ak)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", sk)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())

@@ -24,9 +24,7 @@ import (
 // usage error.
 func TestS3Tune(t *testing.T) {
 	const ak, sk = "TRISTORES3TUNECLI001", "tristore-s3tune-cli-secret-01"
-	addrs := startServe(t, "s3", 30*time.Second, "--data", t.TempDir(), "--s3-addr", "127.0.0.1:0", "--nfs-addr", "off",
-		"--iscsi-addr", "off", "--admin-addr", "off", "--access-key", ak, "--secret-key", sk)
-	ep := "http://" + addrs["s3"]
+	ep := serveS3(t, "", ak, sk)
 	t.Setenv("AWS_ACCESS_KEY_ID", ak)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", sk)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())

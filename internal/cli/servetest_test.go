@@ -53,3 +53,16 @@ func startServe(t *testing.T, want string, limit time.Duration, args ...string) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// serveS3 runs `tristore serve` with only the S3 front end, on data (a new
+// temporary directory when empty) with the keys ak/sk, and returns the
+// endpoint URL.
+func serveS3(t *testing.T, data, ak, sk string) string {
+	t.Helper()
+	if data == "" {
+		data = t.TempDir()
+	}
+	addrs := startServe(t, "s3", 30*time.Second, "--data", data, "--s3-addr", "127.0.0.1:0", "--nfs-addr", "off",
+		"--iscsi-addr", "off", "--admin-addr", "off", "--access-key", ak, "--secret-key", sk)
+	return "http://" + addrs["s3"]
+}
