@@ -137,8 +137,15 @@ type client struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Scanner
-	stderr *bytes.Buffer
+	stderr *limitedBuffer
 	pid    int
+
+	// The process is waited for once (exec.Cmd.Wait may not be called
+	// twice); exited is closed when Wait has returned, which is also when
+	// every byte of stderr has been copied into the buffer.
+	waitOnce sync.Once
+	waitDone chan struct{}
+	waitErr  error
 }
 
 func runClientsN(ctx context.Context, r *Runner, n int, sizes []int64) error {
@@ -279,8 +286,8 @@ func startClient(ctx context.Context, cmd *exec.Cmd, job clientJob) (*client, er
 	if cmd == nil {
 		return nil, errors.New("no client command")
 	}
-	c := &client{cmd: cmd, stderr: &bytes.Buffer{}}
-	cmd.Stderr = &limitedBuffer{b: c.stderr, max: 8 << 10}
+	c := &client{cmd: cmd, stderr: &limitedBuffer{b: &bytes.Buffer{}, max: 8 << 10}}
+	cmd.Stderr = c.stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -321,6 +328,13 @@ func (c *client) await(rec func(Operation)) (clientEnd, error) {
 	if err == nil {
 		err = io.ErrUnexpectedEOF
 	}
+	// stdout can reach EOF before exec's goroutine has copied the dying
+	// client's last stderr lines: wait (briefly) for the exit, which
+	// finishes that copy, so the error carries the client's own words.
+	select {
+	case <-c.exited():
+	case <-time.After(2 * time.Second):
+	}
 	return clientEnd{}, fmt.Errorf("client process ended: %w%s", err, c.why())
 }
 
@@ -336,19 +350,30 @@ func (c *client) why() string {
 	return " (client stderr: " + s + ")"
 }
 
+// exited starts waiting for the process (once) and is closed when it has
+// exited and its stderr has been copied.
+func (c *client) exited() <-chan struct{} {
+	c.waitOnce.Do(func() {
+		c.waitDone = make(chan struct{})
+		go func() {
+			c.waitErr = c.cmd.Wait()
+			close(c.waitDone)
+		}()
+	})
+	return c.waitDone
+}
+
 // wait waits for the process to exit, killing it after d.
 func (c *client) wait(d time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("%w%s", err, c.why())
+	case <-c.exited():
+		if c.waitErr != nil {
+			return fmt.Errorf("%w%s", c.waitErr, c.why())
 		}
 		return nil
 	case <-time.After(d):
 		c.cmd.Process.Kill()
-		<-done
+		<-c.exited()
 		return fmt.Errorf("did not exit within %v after its last step: killed", d)
 	}
 }
@@ -376,6 +401,14 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// String is what has been written so far; safe while the copy goroutine
+// is still writing.
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // ClientMain is a client process of the clients suite: it reads a job and

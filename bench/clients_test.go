@@ -115,7 +115,7 @@ func TestSuiteClientsFails(t *testing.T) {
 			return exec.CommandContext(ctx, filepath.Join(dir, "no-such-client"))
 		}, "phase setup (start client 1 of 1)"},
 		{"dies", func(ctx context.Context) *exec.Cmd {
-			return exec.CommandContext(ctx, "/bin/sh", "-c", "read job; echo oops >&2; exit 3")
+			return exec.CommandContext(ctx, "/bin/sh", "-c", "read job; exec 1>&-; sleep 0.3; echo oops >&2; exit 3")
 		}, "client 1 of 1 connecting"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -156,8 +156,12 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 	defer p.track(t, false)
 	var wg sync.WaitGroup
 	wg.Add(2)
+	// Connections are handled concurrently: take this one's pair of
+	// seeds under the lock.
+	p.mu.Lock()
 	seed := p.seed
 	p.seed += 2
+	p.mu.Unlock()
 	go func() { defer wg.Done(); p.pipe(c, t, p.cfg.Up, p.upRate, p.up, seed) }()
 	go func() { defer wg.Done(); p.pipe(t, c, p.cfg.Down, p.downRate, p.down, seed+1) }()
 	wg.Wait()
