@@ -59,7 +59,10 @@ func startServer(ctx context.Context, bin, tmp string) (*server, error) {
 	// Its own process group: a Ctrl-C on the terminal reaches the lab only,
 	// which lets the running suite clean up through the server first and
 	// then stops it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a lab killed with SIGKILL cannot stop its server, so the
+	// kernel does (the starting goroutine is not locked to its thread, so
+	// the thread lives as long as the process).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

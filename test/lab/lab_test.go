@@ -17,6 +17,7 @@ import (
 
 	"github.com/tristore/tristore/bench/lab"
 	"github.com/tristore/tristore/internal/testutil"
+	"github.com/tristore/tristore/netem"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -194,6 +195,60 @@ func TestLabInterrupted(t *testing.T) {
 	}
 	if !strings.Contains(string(html), "PARTIAL") || !strings.Contains(string(html), "s3 realistic small") {
 		t.Fatal("index.html: no partial run, or the finished runs are missing")
+	}
+}
+
+// TestLabKilled: a lab killed with SIGKILL (no chance to clean up) does not
+// leave its server running.
+func TestLabKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tmp, out := t.TempDir(), filepath.Join(t.TempDir(), "lab")
+	cmd, _, stderr := labCmd(ctx, t, tmp, "--out", out, "--scale", "0.001", "--presets", "ideal",
+		"--suites", "batch", "--progress=false")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	server := func() []string {
+		var pids []string
+		procs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, p := range procs {
+			cmdline, _ := os.ReadFile(p + "/cmdline")
+			if strings.Contains(string(cmdline), "\x00serve\x00") && strings.Contains(string(cmdline), tmp) {
+				pids = append(pids, filepath.Base(p))
+			}
+		}
+		return pids
+	}
+	for deadline := time.Now().Add(60 * time.Second); len(server()) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("the lab's server did not start in 60 s\n%s", stderr)
+		}
+	}
+	cmd.Process.Kill()
+	<-done
+	// The killed lab's link namespaces (ts-<pid>-*) are left; remove them
+	// as the next link start would (only those of dead processes).
+	if os.Geteuid() == 0 {
+		defer netem.Cleanup(true)
+	}
+	var left []string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if left = server(); len(left) == 0 {
+			break
+		}
+	}
+	if len(left) != 0 {
+		for _, pid := range left {
+			if n, err := strconv.Atoi(pid); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+		t.Fatalf("server %v still running 15 s after the lab was killed", left)
 	}
 }
 
