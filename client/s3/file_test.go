@@ -429,3 +429,39 @@ func TestCopy(t *testing.T) {
 		t.Error("a failed copy left an upload or an object")
 	}
 }
+
+// State files of uploads that were given up are pruned after a week when a
+// new upload records its own; fresh ones and other files stay.
+func TestResumeStatePruned(t *testing.T) {
+	ep := startServer(t)
+	e := newEngine(t, testConfig(ep, 1))
+	mkBucket(t, e, "prune")
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-8 * 24 * time.Hour)
+	for _, n := range []string{"stale.json", "stale2.json.tmp", "fresh.json", "notes.txt"} {
+		p := filepath.Join(state, n)
+		writeFile(t, p, []byte("{}"))
+		if n != "fresh.json" {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	src := filepath.Join(dir, "big")
+	writeFile(t, src, randBytes(7, 2*chunk+1))
+	if _, err := e.UploadFile(context.Background(), "prune", "big", src, FileOptions{Resume: true, StateDir: state}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	ents, _ := os.ReadDir(state)
+	for _, ent := range ents {
+		left = append(left, ent.Name())
+	}
+	if strings.Join(left, ",") != "fresh.json,notes.txt" {
+		t.Fatalf("state dir holds %v, want fresh.json and notes.txt", left)
+	}
+}

@@ -33,7 +33,8 @@ import (
 // The state file (one small JSON per local file and key, in StateDir)
 // records the upload ID, the chunk size and the file's size and mtime, so
 // that a run finds its own upload first; it is removed when the upload
-// completes or is aborted.
+// completes or is aborted, and state files older than a week are pruned
+// whenever a new one is written.
 
 // maxResumeCandidates bounds how many earlier uploads of a key are listed.
 const maxResumeCandidates = 4
@@ -195,6 +196,36 @@ func (r *resumer) started(id string, size, chunk int64) {
 	tmp := r.statePath + ".tmp"
 	if os.WriteFile(tmp, b, 0o600) == nil {
 		os.Rename(tmp, r.statePath)
+	}
+	pruneResumeState(filepath.Dir(r.statePath), time.Now().Add(-staleResumeAge))
+}
+
+// staleResumeAge is how long a state file of an upload that never
+// finished is kept. Dropping one loses nothing: the upload is still found
+// by listing when the same file is uploaded again.
+const staleResumeAge = 7 * 24 * time.Hour
+
+// maxPrune bounds the entries one prune looks at.
+const maxPrune = 4096
+
+// pruneResumeState removes state files (and temp files of interrupted
+// writes) last written before cutoff, so a directory of uploads that were
+// given up does not grow forever.
+func pruneResumeState(dir string, cutoff time.Time) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	ents, _ := f.ReadDir(maxPrune)
+	for _, ent := range ents {
+		n := ent.Name()
+		if !strings.HasSuffix(n, ".json") && !strings.HasSuffix(n, ".json.tmp") {
+			continue
+		}
+		if fi, err := ent.Info(); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
+			os.Remove(filepath.Join(dir, n))
+		}
 	}
 }
 
