@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,6 +81,9 @@ it stops accepting, lets in-flight requests finish and exits.
 	fs := cmd.Flags()
 	fs.String("data", defaultDataDir(), "data directory (the store's tree)")
 	fs.String("admin-addr", "127.0.0.1:9001", "address for /healthz and /metrics (\"off\" to disable)")
+	fs.Bool("pprof", false, "also serve Go profiles on the admin address under /debug/pprof/ (for benchmarks)")
+	fs.Int("pprof-block-rate", 0, "with --pprof: runtime.SetBlockProfileRate (ns; 0 = no block profile)")
+	fs.Int("pprof-mutex-fraction", 0, "with --pprof: runtime.SetMutexProfileFraction (0 = no mutex profile)")
 	fs.String("ready-file", "", "after all listeners are up, write their addresses here as JSON (for scripts and tests)")
 	fs.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	for _, s := range frontendSpecs {
@@ -159,6 +164,17 @@ func runServe(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(w, "ok")
 		})
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if cfg.GetBool("pprof") {
+			// Profiles for benchmarks (issue 14: profile first). Off by
+			// default: they reveal internals and cost CPU while taken.
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			runtime.SetBlockProfileRate(int(cfg.GetInt("pprof-block-rate")))
+			runtime.SetMutexProfileFraction(int(cfg.GetInt("pprof-mutex-fraction")))
+		}
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
