@@ -142,7 +142,11 @@ func (fs *FS) Write(c Cred, h Handle, off uint64, data []byte, how Stability) (n
 		n += m
 	}
 	var st unix.Stat_t
-	if n > 0 && unix.Fstat(fd, &st) == nil && st.Mtim == o.st.Mtim {
+	stOK := unix.Fstat(fd, &st) == nil
+	if stOK {
+		after = fs.attrOf(&st) // syncing below changes no attribute
+	}
+	if n > 0 && stOK && st.Mtim == o.st.Mtim {
 		// The write landed in the same clock tick as the previous change
 		// (kernel timestamps are tick-coarse). Move mtime on by 1 ns so every
 		// data change is visible in mtime and ctime: NFS clients validate
@@ -155,6 +159,9 @@ func (fs *FS) Write(c Cred, h Handle, off uint64, data []byte, how Stability) (n
 			t.Sec, t.Nsec = t.Sec+1, 0
 		}
 		unix.UtimesNanoAt(unix.AT_FDCWD, fdPath(fd), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, t}, 0)
+		if unix.Fstat(fd, &st) == nil {
+			after = fs.attrOf(&st)
+		}
 	}
 	switch {
 	case faultSkip("nfs-write"):
@@ -162,9 +169,6 @@ func (fs *FS) Write(c Cred, h Handle, off uint64, data []byte, how Stability) (n
 		err = unix.Fdatasync(fd)
 	case how == FileSync:
 		err = unix.Fsync(fd)
-	}
-	if unix.Fstat(fd, &st) == nil {
-		after = fs.attrOf(&st)
 	}
 	return n, before, after, err
 }

@@ -151,6 +151,8 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 		}
 		defer held.Release()
 	}
+	newFd := -1 // the new file, when this call made it
+	s2 := s     // the attributes left to apply to a new file after its mode
 	err = fs.as(c, func() error {
 		fd, err := unix.Openat(o.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if errors.Is(err, unix.EEXIST) {
@@ -206,32 +208,48 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 			}
 			ferr = unix.UtimesNanoAt(unix.AT_FDCWD, fdPath(fd), ts, 0)
 		}
-		unix.Close(fd)
-		if ferr == nil && mode != CreateExclusive {
+		s2.Mode = nil
+		if s2.Size != nil && *s2.Size == 0 {
+			// Already empty; a truncate would only make ext4 flush
+			// the file on the next close (auto_da_alloc).
+			s2.Size = nil
+		}
+		if ferr == nil && mode != CreateExclusive && !s2.empty() {
 			pfd, err := unix.Openat(o.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				ferr = err
 			} else {
 				no := &obj{fd: pfd}
 				unix.Fstat(pfd, &no.st)
-				s2 := s
-				s2.Mode = nil
-				if s2.Size != nil && *s2.Size == 0 {
-					// Already empty; a truncate would only make ext4 flush
-					// the file on the next close (auto_da_alloc).
-					s2.Size = nil
-				}
 				ferr = fs.applyAttrs(no, c, s2)
 				no.close()
 			}
 		}
 		if ferr != nil {
+			unix.Close(fd)
 			unix.Unlinkat(o.fd, name, 0)
 			return ferr
 		}
+		// Kept open for the durability sync below: the usual CREATE (a
+		// mode, nothing else) costs no second open of the new file.
+		newFd = fd
 		h, a, err = fs.child(o, name)
 		return err
 	})
+	if newFd >= 0 {
+		defer unix.Close(newFd)
+		// A new empty file with only its mode set needs no fsync of its
+		// own: the directory's fsync (commitMeta) makes the name durable
+		// together with the inode's type, mode and owner, which ext4 and
+		// XFS journal in the same transaction as the entry (the power-loss
+		// model, internal/powerloss, holds exactly that and nothing more).
+		// Times (the EXCLUSIVE verifier lives in them), owner changes and a
+		// size do need it.
+		if err == nil && !fs.async && (mode == CreateExclusive || !s2.empty()) {
+			err = unix.Fsync(newFd)
+		}
+		return h, a, dc, fs.commitMeta(err, o, "")
+	}
 	return h, a, dc, fs.commitMeta(err, o, name)
 }
 
