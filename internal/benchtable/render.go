@@ -17,7 +17,12 @@ import (
 // The raw path is relative to the directory render runs in (the repository
 // root). With -check nothing is written; a block that differs from what its
 // raw file gives is an error, so a figure edited by hand is caught.
-var blockRE = regexp.MustCompile(`(?s)<!-- benchtable: (\S+) -->\n(.*?)<!-- /benchtable -->`)
+//
+// `<!-- benchtable: RAW ours=SIDE -->` takes the ratios from SIDE instead
+// of the raw file's own side: one run can then be shown twice, e.g. the
+// NFS run once as tristore's default export against every other side and
+// once as its async export (ganesha's durability) against ganesha.
+var blockRE = regexp.MustCompile(`(?s)<!-- benchtable: (\S+)( ours=\S+)? -->\n(.*?)<!-- /benchtable -->`)
 
 // render returns the markdown with every block regenerated, and the raw
 // files it read.
@@ -27,6 +32,11 @@ func render(md []byte, ours string) ([]byte, []string, error) {
 	out := blockRE.ReplaceAllFunc(md, func(m []byte) []byte {
 		sub := blockRE.FindSubmatch(m)
 		raw := string(sub[1])
+		opt := string(sub[2])
+		blockOurs := ours
+		if v, ok := strings.CutPrefix(opt, " ours="); ok {
+			blockOurs = v
+		}
 		files = append(files, raw)
 		f, err := os.Open(raw)
 		if err != nil {
@@ -37,10 +47,10 @@ func render(md []byte, ours string) ([]byte, []string, error) {
 		machine, rounds, err := readRaw(f)
 		if err == nil {
 			var t *Table
-			if t, err = build(machine, rounds, ours); err == nil {
+			if t, err = build(machine, rounds, blockOurs); err == nil {
 				var b bytes.Buffer
 				t.Markdown(&b, raw)
-				return []byte(fmt.Sprintf("<!-- benchtable: %s -->\n%s<!-- /benchtable -->", raw, b.String()))
+				return []byte(fmt.Sprintf("<!-- benchtable: %s%s -->\n%s<!-- /benchtable -->", raw, opt, b.String()))
 			}
 		}
 		firstErr = cmpErr(firstErr, fmt.Errorf("%s: %w", raw, err))

@@ -226,6 +226,18 @@ func TestRender(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "450") {
 		t.Errorf("-check of a hand-edited figure: %v", err)
 	}
+	// ours=SIDE: the same run with the ratios taken from the other side.
+	os.WriteFile(md, []byte("<!-- benchtable: "+raw+" ours=ganesha -->\nold\n<!-- /benchtable -->\n"), 0o644)
+	if err := run([]string{"render", md}, nil, new(bytes.Buffer)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = os.ReadFile(md)
+	if !strings.Contains(string(got), "| creates/s | 500 | 400 | 1.25× |") || !strings.Contains(string(got), " ours=ganesha -->\n") {
+		t.Errorf("ours=ganesha block:\n%s", got)
+	}
+	if err := run([]string{"render", "-check", md}, nil, new(bytes.Buffer)); err != nil {
+		t.Fatalf("-check of an ours= block: %v", err)
+	}
 	os.WriteFile(md, []byte("<!-- benchtable: "+filepath.Join(dir, "gone.jsonl")+" -->\nx\n<!-- /benchtable -->\n"), 0o644)
 	if err := run([]string{"render", md}, nil, new(bytes.Buffer)); err == nil {
 		t.Error("render with a missing raw file: no error")

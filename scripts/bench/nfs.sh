@@ -5,7 +5,13 @@
 #
 #   sudo scripts/bench/nfs.sh [ROUNDS] [FILES]      # defaults: 3 rounds, 1000 files
 #
-# Per round, each server (the order rotates by one per round):
+# Sides: tristore (its default `sync` export: CREATE/REMOVE fsync the
+# directory before the reply, as RFC 1813 asks), tristore-async (the same
+# server, an `async` export of another bucket: data still synced at
+# FILE_SYNC/COMMIT, names not; ganesha's VFS FSAL makes the same promise,
+# so this is the same-durability comparison) and ganesha.
+#
+# Per round, each side (the order rotates by one per round):
 #   tristore nfs bench: creates/s of FILES files of 4 KiB, each CREATE + WRITE
 #                       (+ COMMIT) durable before the next; one 64 MiB file
 #                       written with parallel UNSTABLE WRITEs + COMMIT, and
@@ -45,8 +51,10 @@ WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/tristore-nfs-bench.XXXXXX")
 bench_start "$WORK"
 BIN="$WORK/tristore"
 scripts/bench/nfs-ganesha.sh start "$NS" "$WORK/ganesha" >/dev/null || bench_fail "ganesha did not start"
-mkdir -p "$WORK/data/bench"
+mkdir -p "$WORK/data/bench" "$WORK/data/benchasync"
 ip netns exec "$NS" "$BIN" serve --data "$WORK/data" --nfs-addr 127.0.0.1:2050 --s3-addr off \
+  --nfs-export "/=rw,sync,clients=127.0.0.0/8,no_root_squash" \
+  --nfs-export "/benchasync=rw,async,clients=127.0.0.0/8,no_root_squash" \
   --admin-addr off --iscsi-addr off --ready-file "$WORK/ready.json" --log-level warn >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
 for _ in $(seq 1 300); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
@@ -54,11 +62,13 @@ for _ in $(seq 1 300); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
 
 declare -A URL=(
   [tristore]="nfs://127.0.0.1:2050/bench"
+  [tristore-async]="nfs://127.0.0.1:2050/benchasync"
   [ganesha]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048"
 )
 cpurl() { # server file: the URL form libnfs's nfs-cp wants
   case $1 in
   tristore) echo "nfs://127.0.0.1/bench/$2?nfsport=2050&mountport=2050&version=3" ;;
+  tristore-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2050&mountport=2050&version=3" ;;
   ganesha) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
   esac
 }
@@ -68,12 +78,12 @@ SUM=$(sha256sum <"$WORK/src.bin" | cut -d' ' -f1)
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
 bench_machine "sudo scripts/bench/nfs.sh $ROUNDS $FILES" \
   -peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)" \
-  -note "Both exports on one $(findmnt -no FSTYPE -T "$WORK") file system, one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
+  -note "All three exports on one $(findmnt -no FSTYPE -T "$WORK") file system (tristore-async: the same server, an async export), one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
 
 now() { date +%s.%N; }
 mbps() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", 67.108864 / (b - a) }'; }
 for r in $(seq 1 "$ROUNDS"); do
-  for s in $(bench_order "$r" tristore ganesha); do
+  for s in $(bench_order "$r" tristore tristore-async ganesha); do
     echo "round $r: $s" >&2
     lb=$(bench_load)
     ip netns exec "$NS" "$BIN" nfs bench --json --files "$FILES" --file-size 4096 --seq-size $((64 << 20)) "${URL[$s]}" >"$WORK/out.json" ||
