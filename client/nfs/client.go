@@ -212,6 +212,13 @@ func encodeFunc(args encoder) func(*sunrpc.Writer) {
 // delay, up to jukeboxTries times, as the kernel client does; every NFS v3
 // result starts with its status, so it is recognised before decoding.
 func (c *Client) callNFS(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder) error {
+	return c.callNFSThen(ctx, op, proc, idempotent, args, res, nil)
+}
+
+// callNFSThen is callNFS for a reply that is used up by then (READ: it
+// copies the data out): after then returns, the reply's buffer is recycled,
+// so nothing decoded into res may be used afterwards.
+func (c *Client) callNFSThen(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder, then func()) error {
 	var r *sunrpc.Reader
 	var err error
 	for try := 0; ; try++ {
@@ -233,6 +240,10 @@ func (c *Client) callNFS(ctx context.Context, op string, proc uint32, idempotent
 		if err := res.Decode(r); err != nil {
 			return &OpError{Op: op, Err: fmt.Errorf("decoding reply: %w", err)}
 		}
+	}
+	if then != nil {
+		then()
+		putRecordBuf(r.Buffer())
 	}
 	return nil
 }

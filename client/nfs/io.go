@@ -17,16 +17,26 @@ func (c *Client) Read(ctx context.Context, fh FH, off uint64, p []byte) (n int, 
 		p = p[:c.Rsize()]
 	}
 	var res nfs3.ReadRes
-	if err := c.callNFS(ctx, "READ", nfs3.ProcRead, true, &nfs3.ReadArgs{FH: nfs3.FH(fh), Offset: off, Count: uint32(len(p))}, &res); err != nil {
+	var cerr error
+	// The data is copied out inside the call: the reply's buffer is
+	// recycled right after.
+	if err := c.callNFSThen(ctx, "READ", nfs3.ProcRead, true, &nfs3.ReadArgs{FH: nfs3.FH(fh), Offset: off, Count: uint32(len(p))}, &res, func() {
+		switch {
+		case res.Status != nfs3.OK:
+			cerr = status("READ", res.Status)
+		case len(res.Data) > len(p):
+			cerr = &OpError{Op: "READ", Err: fmt.Errorf("server sent %d bytes for a %d-byte read", len(res.Data), len(p))}
+		default:
+			n = copy(p, res.Data)
+		}
+		res.Data = nil
+	}); err != nil {
 		return 0, false, err
 	}
-	if err := status("READ", res.Status); err != nil {
-		return 0, false, err
+	if cerr != nil {
+		return 0, false, cerr
 	}
-	if len(res.Data) > len(p) {
-		return 0, false, &OpError{Op: "READ", Err: fmt.Errorf("server sent %d bytes for a %d-byte read", len(res.Data), len(p))}
-	}
-	return copy(p, res.Data), res.EOF, nil
+	return n, res.EOF, nil
 }
 
 // WriteResult is what a WRITE reply says: how much was written, how stable

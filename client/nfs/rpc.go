@@ -3,6 +3,7 @@ package nfs
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,7 +125,14 @@ func (rc *rpcClient) conn(ctx context.Context, end time.Time) (*rpcConn, error) 
 func (cn *rpcConn) readLoop() {
 	br := bufio.NewReaderSize(cn.c, 256<<10)
 	for {
-		rec, err := sunrpc.ReadRecord(br, sunrpc.DefaultMaxRecord+(3<<20))
+		// A large reply (READ data) goes into a recycled buffer: a fresh
+		// 1 MiB per READ cost more in page faults and zeroing than the
+		// copy itself (perf: 53 % of a 512 MiB read in clear_page).
+		var buf []byte
+		if h, err := br.Peek(4); err == nil && int(binary.BigEndian.Uint32(h)&^(1<<31)) >= bigRecord {
+			buf = getRecordBuf()
+		}
+		rec, err := sunrpc.ReadRecordInto(br, sunrpc.DefaultMaxRecord+(3<<20), buf)
 		if err != nil {
 			cn.fail(err)
 			return
@@ -190,6 +198,38 @@ func (cn *rpcConn) forget(xid uint32) {
 }
 
 var writerPool = sync.Pool{New: func() any { return sunrpc.NewWriter(4096) }}
+
+// bigRecord is the reply size from which readLoop reads into a buffer from
+// recordPool; recordCap is those buffers' capacity (a 1 MiB READ and its
+// headers). A larger reply still gets a buffer of its own.
+const (
+	bigRecord = 64 << 10
+	recordCap = 1<<20 + 64<<10
+)
+
+var recordPool sync.Pool // of *[]byte with capacity recordCap
+
+// recordBufsMade counts the buffers recordPool had to make (tests check
+// that READs recycle theirs).
+var recordBufsMade atomic.Int64
+
+func getRecordBuf() []byte {
+	if b, ok := recordPool.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	recordBufsMade.Add(1)
+	return make([]byte, 0, recordCap)
+}
+
+// putRecordBuf recycles a reply record once nothing decoded from it is in
+// use (only READ does: it copies the data out first). Records of another
+// capacity were allocated for themselves and are left to the GC.
+func putRecordBuf(b []byte) {
+	if cap(b) == recordCap {
+		b = b[:0]
+		recordPool.Put(&b)
+	}
+}
 
 // maxAttemptTimeout caps the linear growth of the per-attempt timeout
 // (nfs(5): "up to the maximum of 600 seconds").

@@ -354,3 +354,41 @@ func TestPerCallCred(t *testing.T) {
 		t.Fatalf("per-call identity: %+v %v", got, err)
 	}
 }
+
+// Large READ replies are read into recycled buffers: a 64 MiB ReadAt with
+// 8 READs in flight makes a handful of 1 MiB buffers, not one per READ,
+// and every byte still lands where it belongs.
+func TestReadRecyclesReplyBuffers(t *testing.T) {
+	const mib = 1 << 20
+	f := &fakeServer{}
+	f.handle = func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		var a nfs3.ReadArgs
+		a.Decode(r)
+		data := make([]byte, a.Count)
+		for i := range data {
+			data[i] = byte(a.Offset>>20) + byte(i*7)
+		}
+		return okReply(call.XID, &nfs3.ReadRes{Status: nfs3.OK, Count: a.Count, Data: data}), false
+	}
+	c := fakeClient(t, f, Options{Rsize: mib, Parallel: 8})
+	if c.Rsize() != mib {
+		t.Fatalf("rsize %d", c.Rsize())
+	}
+	p := make([]byte, 64*mib)
+	before := recordBufsMade.Load()
+	if n, err := c.ReadAt(context.Background(), FH{1}, p, 0); err != nil || n != len(p) {
+		t.Fatalf("ReadAt: %d %v", n, err)
+	}
+	made := recordBufsMade.Load() - before
+	for off := 0; off < len(p); off += mib {
+		for i := 0; i < mib; i += 4099 {
+			if want := byte(off>>20) + byte(i*7); p[off+i] != want {
+				t.Fatalf("byte %d: %d, want %d", off+i, p[off+i], want)
+			}
+		}
+	}
+	if made > 32 {
+		t.Fatalf("%d reply buffers made for 64 READs: not recycled", made)
+	}
+	t.Logf("%d reply buffers made for 64 READs", made)
+}

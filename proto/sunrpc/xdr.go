@@ -226,3 +226,7 @@ func (r *Reader) String(max int) string {
 
 // Rest returns all undecoded bytes without consuming them.
 func (r *Reader) Rest() []byte { return r.buf[r.off:] }
+
+// Buffer is the whole buffer the Reader decodes (for a caller that owns it
+// and recycles it once nothing decoded from it is used any more).
+func (r *Reader) Buffer() []byte { return r.buf }
