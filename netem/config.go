@@ -76,6 +76,11 @@ type Config struct {
 	// makes the process SCHED_FIFO (lowest priority) while a link runs:
 	// see realtime_linux.go for why.
 	NoRealtime bool
+	// NoOffload forwards packet by packet: no virtio_net_hdr, no TCP
+	// super-packets (see gso.go). The default offloads, which costs a
+	// segment up to the train window (at most 1 ms, 1/20 of the one-way
+	// delay) of lateness; this switch keeps the old path for comparison.
+	NoOffload bool
 }
 
 // Symmetric returns a Config with d in both directions.

@@ -53,6 +53,7 @@ type dirCounters struct {
 	packets, bytes, payload   atomic.Uint64
 	delivered, deliveredBytes atomic.Uint64
 	droppedLoss, droppedQueue atomic.Uint64
+	supers                    atomic.Uint64 // TCP super-packets among packets (tests: offload at work)
 	serverPortIsDst           bool
 	mu                        sync.RWMutex
 	ports                     map[uint16]*portCount
@@ -75,6 +76,34 @@ func (d *dirCounters) ingress(pkt []byte) {
 	if d.serverPortIsDst {
 		port = dst
 	}
+	pc := d.portCount(port)
+	pc.packets.Add(1)
+	pc.bytes.Add(uint64(len(pkt)))
+	pc.payload.Add(uint64(payload))
+}
+
+// ingressSuper counts a TCP super-packet (ip: its IP packet) entering the
+// link as the segments it stands for: each has its own headers on the wire.
+func (d *dirCounters) ingressSuper(ip []byte, sp superPacket) {
+	wire := uint64(sp.wire(0, sp.segs))
+	d.supers.Add(1)
+	d.packets.Add(uint64(sp.segs))
+	d.bytes.Add(wire)
+	d.payload.Add(uint64(sp.payload))
+	t := ip[sp.ipHdr:]
+	port := binary.BigEndian.Uint16(t[0:2])
+	if d.serverPortIsDst {
+		port = binary.BigEndian.Uint16(t[2:4])
+	}
+	pc := d.portCount(port)
+	pc.packets.Add(uint64(sp.segs))
+	pc.bytes.Add(wire)
+	pc.payload.Add(uint64(sp.payload))
+}
+
+// portCount returns port's counters, adding them on first use (only the
+// reader goroutine inserts).
+func (d *dirCounters) portCount(port uint16) *portCount {
 	pc := d.ports[port] // only this goroutine writes the map
 	if pc == nil {
 		pc = &portCount{}
@@ -82,9 +111,7 @@ func (d *dirCounters) ingress(pkt []byte) {
 		d.ports[port] = pc
 		d.mu.Unlock()
 	}
-	pc.packets.Add(1)
-	pc.bytes.Add(uint64(len(pkt)))
-	pc.payload.Add(uint64(payload))
+	return pc
 }
 
 func (d *dirCounters) drop(v Verdict) {
@@ -96,9 +123,10 @@ func (d *dirCounters) drop(v Verdict) {
 	}
 }
 
-func (d *dirCounters) delivered1(n int) {
-	d.delivered.Add(1)
-	d.deliveredBytes.Add(uint64(n))
+// delivered1 counts one write of segs packets, wire IP bytes in all.
+func (d *dirCounters) delivered1(segs, wire int) {
+	d.delivered.Add(uint64(segs))
+	d.deliveredBytes.Add(uint64(wire))
 }
 
 func (d *dirCounters) snapshot() (DirStats, []PortStats) {

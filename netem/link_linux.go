@@ -89,13 +89,14 @@ func Start(ctx context.Context, cfg Config) (l *Link, err error) {
 	}()
 	// The devices live in their own namespaces, so one fixed name each is
 	// unique; several links at once differ by namespace.
-	if l.client, err = newSide(cfg.Name+"-c", "tsc0", cfg.ClientAddr, cfg.PrefixLen, cfg.MTU); err != nil {
+	offload := !cfg.NoOffload
+	if l.client, err = newSide(cfg.Name+"-c", "tsc0", cfg.ClientAddr, cfg.PrefixLen, cfg.MTU, offload); err != nil {
 		return l, err
 	}
 	if err := ctx.Err(); err != nil {
 		return l, err
 	}
-	if l.server, err = newSide(cfg.Name+"-s", "tss0", cfg.ServerAddr, cfg.PrefixLen, cfg.MTU); err != nil {
+	if l.server, err = newSide(cfg.Name+"-s", "tss0", cfg.ServerAddr, cfg.PrefixLen, cfg.MTU, offload); err != nil {
 		return l, err
 	}
 	if !cfg.NoRealtime {
@@ -106,13 +107,25 @@ func Start(ctx context.Context, cfg Config) (l *Link, err error) {
 	}
 	l.up = newDirCounters("up", true)
 	l.down = newDirCounters("down", false)
-	pool := newBufPool(cfg.MTU)
+	size := cfg.MTU
+	if offload {
+		size = vnetHdrLen + 65535 // a TCP super-packet
+	}
+	pool := newBufPool(size)
 	upChain, downChain := NewChain(cfg.Up, cfg.Reorder, cfg.Seed), NewChain(cfg.Down, cfg.Reorder, cfg.Seed+1)
 	if testHookChain != nil {
 		upChain, downChain = testHookChain(upChain, downChain)
 	}
-	l.upSched = l.direction(l.client.tun, l.server.tun, upChain, l.up, pool)
-	l.downSched = l.direction(l.server.tun, l.client.tun, downChain, l.down, pool)
+	hdr := 0
+	if offload {
+		hdr = vnetHdrLen
+	}
+	if l.upSched, err = l.direction(l.client.tun, l.server.tun, upChain, l.up, pool, hdr, trainWindow(cfg.Up)); err != nil {
+		return l, err
+	}
+	if l.downSched, err = l.direction(l.server.tun, l.client.tun, downChain, l.down, pool, hdr, trainWindow(cfg.Down)); err != nil {
+		return l, err
+	}
 	return l, nil
 }
 
@@ -133,28 +146,32 @@ func (bp *bufPool) get() *Packet  { return bp.p.Get().(*Packet) }
 func (bp *bufPool) put(p *Packet) { p.Data = nil; bp.p.Put(p) }
 
 // direction starts the reader and the delivery goroutine of one direction.
-func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool *bufPool) *scheduler {
-	sched := newScheduler(l.clk, func(batch []*Packet) {
+// hdr is the length of the virtio_net_hdr in front of every frame (0
+// without offload); window is the train window for super-packets (gso.go).
+func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool *bufPool, hdr int, window int64) (*scheduler, error) {
+	sched, err := newScheduler(l.clk, func(batch []*Packet) {
 		for _, p := range batch {
 			if _, err := to.Write(p.Data); err == nil {
-				ctr.delivered1(len(p.Data))
+				ctr.delivered1(p.segs, p.wire)
 			}
 			pool.put(p)
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
-		// Under SCHED_FIFO the kernel applies no timer slack, so the
-		// delivery goroutine need not own a thread (fewer handoffs);
-		// otherwise it locks one and sets a 1 ns slack.
-		for _, p := range sched.run(false, !l.realtime) {
+		for _, p := range sched.run(false) {
 			pool.put(p)
 		}
 	}()
 	go func() {
 		defer l.wg.Done()
 		defer l.recoverForwarder()
+		var scratch Packet
+		var parts []part
 		for {
 			p := pool.get()
 			n, err := from.Read(p.buf)
@@ -167,10 +184,24 @@ func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool 
 				}
 				return
 			}
+			if n < hdr {
+				pool.put(p)
+				continue
+			}
 			p.Data = p.buf[:n]
-			ctr.ingress(p.Data)
 			now := l.clk.now()
+			if hdr > 0 {
+				if sp, ok := parseSuper(p.Data); ok {
+					ctr.ingressSuper(p.Data[hdr:], sp)
+					parts = trains(chain, sp, &scratch, p.buf, now, window, parts, ctr.drop)
+					l.pushParts(sched, pool, p, sp, parts)
+					continue
+				}
+			}
+			ip := p.Data[hdr:]
+			ctr.ingress(ip)
 			p.Arrive, p.Due = now, now
+			p.segs, p.wire = 1, len(ip)
 			if v := chain.Process(p); v != Pass {
 				ctr.drop(v)
 				pool.put(p)
@@ -179,7 +210,27 @@ func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool 
 			sched.Push(p)
 		}
 	}()
-	return sched
+	return sched, nil
+}
+
+// pushParts queues the parts of super-packet p: a single part holding
+// every segment goes as it came; otherwise each part is rebuilt into a
+// buffer of its own and p is recycled.
+func (l *Link) pushParts(sched *scheduler, pool *bufPool, p *Packet, sp superPacket, parts []part) {
+	if len(parts) == 1 && parts[0].a == 0 && parts[0].b == sp.segs {
+		p.Arrive, p.Due = parts[0].due, parts[0].due
+		p.segs, p.wire = sp.segs, sp.wire(0, sp.segs)
+		sched.Push(p)
+		return
+	}
+	for _, pt := range parts {
+		q := pool.get()
+		q.Data = q.buf[:buildPart(q.buf, p.Data, sp, pt.a, pt.b)]
+		q.Arrive, q.Due = pt.due, pt.due
+		q.segs, q.wire = pt.b-pt.a, sp.wire(pt.a, pt.b)
+		sched.Push(q)
+	}
+	pool.put(p)
 }
 
 // recoverForwarder turns a forwarder panic into teardown plus an error

@@ -184,23 +184,29 @@ func (p *Proxy) pipe(src, dst net.Conn, d Dir, rate *sharedRate, ctr *dirCounter
 	}
 	var werr atomic.Pointer[error]
 	pool := newBufPool(proxyChunk - 64)
-	sched := newScheduler(p.clk, func(batch []*Packet) {
+	sched, err := newScheduler(p.clk, func(batch []*Packet) {
 		for _, pk := range batch {
 			if werr.Load() == nil {
 				if _, err := dst.Write(pk.Data); err != nil {
 					werr.Store(&err)
 					src.Close() // stop the reader too
 				} else {
-					ctr.delivered1(len(pk.Data))
+					ctr.delivered1(1, len(pk.Data))
 				}
 			}
 			pool.put(pk)
 		}
 	})
+	if err != nil {
+		p.log.Warn("netem proxy: dropping connection", "err", err)
+		src.Close()
+		dst.Close()
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sched.run(true, false)
+		sched.run(true)
 	}()
 	for werr.Load() == nil {
 		sched.WaitBelow(window)

@@ -2,7 +2,8 @@ package netem
 
 import (
 	"container/heap"
-	"runtime"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -16,21 +17,22 @@ func newClock() clock                 { return clock{base: time.Now()} }
 func (c clock) now() int64            { return int64(time.Since(c.base)) }
 func (c clock) at(ns int64) time.Time { return c.base.Add(time.Duration(ns)) }
 
-// Delivery tuning. Go's timers fire up to ~1 ms late here, which would
-// smear a 0.2 ms LAN delay, while a nanosleep per packet at 1 Gbit/s (a
-// packet every 12 µs) costs a context switch each. So the delivery
-// goroutine waits in three ways: a wait longer than coarseWait parks on a
-// Go timer (cheap; interruptible by an earlier packet or a stop) until
-// about 1 ms before the due time; shorter waits nanosleep on its own
-// locked OS thread with a 1 ns timer slack (accurate to ~10-60 µs), but
-// never for less than minNap, so that at high packet rates a wakeup
-// delivers a batch of the packets that became due meanwhile. A packet
-// goes out at most slack early and typically a few tens of µs late.
+// Delivery timing. One timerfd per scheduler, armed (relative, in ns) to
+// the head of the heap's due time: the delivery goroutine parks in the Go
+// poller on it, so one expiry is one wake-up and no thread sits in a
+// blocking sleep. (A nanosleep per wait, as before, blocked a thread in a
+// syscall each time; Go's sysmon then woke every 20 µs to take its P away,
+// which was most of the forwarder's wake-ups and context switches.) A
+// timerfd is an hrtimer without timer slack, accurate to a few µs, unlike
+// Go's timers (~1 ms here). Push re-arms it only when a packet becomes the
+// new head. A wake-up delivers everything due within slack, and the next
+// one comes no sooner than minNap later, so that at high packet rates one
+// wake-up delivers a batch. A packet goes out at most slack early and
+// typically a few tens of µs late.
 const (
-	slack      = 10 * time.Microsecond
-	minNap     = 30 * time.Microsecond
-	coarseWait = 2 * time.Millisecond
-	maxBatch   = 64
+	slack    = 10 * time.Microsecond
+	minNap   = 30 * time.Microsecond
+	maxBatch = 64
 )
 
 // pktHeap orders packets by Due, then by arrival sequence (stable).
@@ -61,16 +63,32 @@ type scheduler struct {
 	mu      sync.Mutex
 	h       pktHeap
 	bytes   int // bytes held
-	wake    chan struct{}
+	timer   *os.File
+	tfd     int        // timer's descriptor, for timerfd_settime
+	closed  bool       // timer closed: arm no more (its fd number may be reused)
 	space   *sync.Cond // signalled when bytes drop (proxy backpressure)
 	stopped bool
 	deliver func([]*Packet) // called without the lock; packets are recycled by the caller of deliver
 }
 
-func newScheduler(clk clock, deliver func([]*Packet)) *scheduler {
-	s := &scheduler{clk: clk, wake: make(chan struct{}, 1), deliver: deliver}
+func newScheduler(clk clock, deliver func([]*Packet)) (*scheduler, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("netem: timerfd_create: %w", err)
+	}
+	s := &scheduler{clk: clk, timer: os.NewFile(uintptr(fd), "netem-timer"), tfd: fd, deliver: deliver}
 	s.space = sync.NewCond(&s.mu)
-	return s
+	return s, nil
+}
+
+// armLocked makes the timer expire d from now (at least 1 ns; d <= 0
+// means at once). s.mu is held.
+func (s *scheduler) armLocked(d int64) {
+	if s.closed {
+		return
+	}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(d, 1))}
+	_ = unix.TimerfdSettime(s.tfd, 0, &spec, nil)
 }
 
 // Push queues p for delivery at p.Due.
@@ -79,13 +97,10 @@ func (s *scheduler) Push(p *Packet) {
 	first := len(s.h) == 0 || p.Due < s.h[0].Due
 	heap.Push(&s.h, p)
 	s.bytes += len(p.Data)
-	s.mu.Unlock()
 	if first {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.armLocked(p.Due - int64(slack) - s.clk.now())
 	}
+	s.mu.Unlock()
 }
 
 // WaitBelow blocks while more than limit bytes are held (or until stop).
@@ -111,29 +126,21 @@ func (s *scheduler) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.space.Broadcast()
+	s.armLocked(0)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }
 
 // run delivers packets on time until stop. It returns the packets still
-// held when stopped (undelivered) for recycling.
-// With precise it owns a locked OS thread with a 1 ns timer slack (the
-// forwarder: two per link); without (the proxy: two per connection) it
-// naps on whatever thread it runs, accurate to ~100 µs.
-func (s *scheduler) run(flush, precise bool) []*Packet {
-	if precise {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		// Timer slack applies to this thread only and is reset before
-		// the thread is unlocked.
-		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0) }()
-	}
+// held when stopped (undelivered) for recycling. It closes the timer.
+func (s *scheduler) run(flush bool) []*Packet {
+	defer func() {
+		s.mu.Lock()
+		s.closed = true
+		s.timer.Close()
+		s.mu.Unlock()
+	}()
 	batch := make([]*Packet, 0, maxBatch)
-	var timer *time.Timer
+	var ticks [8]byte
 	for {
 		s.mu.Lock()
 		if len(s.h) == 0 {
@@ -141,8 +148,9 @@ func (s *scheduler) run(flush, precise bool) []*Packet {
 				s.mu.Unlock()
 				return nil
 			}
+			// Not armed: the next Push (or stop) arms the timer.
 			s.mu.Unlock()
-			<-s.wake
+			s.wait(ticks[:])
 			continue
 		}
 		now := s.clk.now()
@@ -155,21 +163,9 @@ func (s *scheduler) run(flush, precise bool) []*Packet {
 		}
 		wait := time.Duration(s.h[0].Due - now)
 		if wait > slack { // (stopped here means flushing: still on time)
+			s.armLocked(int64(max(wait-slack, minNap)))
 			s.mu.Unlock()
-			if wait > coarseWait {
-				if timer == nil {
-					timer = time.NewTimer(wait - time.Millisecond)
-				} else {
-					timer.Reset(wait - time.Millisecond)
-				}
-				select {
-				case <-timer.C:
-				case <-s.wake:
-					timer.Stop()
-				}
-				continue
-			}
-			nap(max(wait-slack, minNap))
+			s.wait(ticks[:])
 			continue
 		}
 		limit := now + int64(slack)
@@ -188,8 +184,11 @@ func (s *scheduler) run(flush, precise bool) []*Packet {
 	}
 }
 
-// nap sleeps d on the current OS thread without the Go timer wheel.
-func nap(d time.Duration) {
-	ts := unix.NsecToTimespec(int64(d))
-	_ = unix.Nanosleep(&ts, nil)
+// wait parks until the timer expires (or was re-armed to expire at once).
+// An error (the timer closed under us) cannot happen while run runs; a
+// short sleep keeps a broken timer from spinning.
+func (s *scheduler) wait(buf []byte) {
+	if _, err := s.timer.Read(buf); err != nil {
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -17,6 +17,9 @@ type Packet struct {
 	// ever move it later. The scheduler delivers at Due.
 	Due int64
 	buf []byte // backing buffer, reused
+	// segs and wire are the TCP segments and IP bytes the packet stands
+	// for on the wire (a super-packet carries several; see gso.go).
+	segs, wire int
 }
 
 // Verdict is a stage's decision about one packet.

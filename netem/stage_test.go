@@ -112,14 +112,17 @@ func TestSchedulerDeliversInOrderOnTime(t *testing.T) {
 		late time.Duration
 	}
 	got := make(chan rec, 100)
-	s := newScheduler(clk, func(b []*Packet) {
+	s, err := newScheduler(clk, func(b []*Packet) {
 		now := clk.now()
 		for _, p := range b {
 			got <- rec{int(p.Data[0]), p.Due, time.Duration(now - p.Due)}
 		}
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan []*Packet)
-	go func() { done <- s.run(false, true) }()
+	go func() { done <- s.run(false) }()
 	base := clk.now()
 	// Pushed out of order (as with Reorder); delivered by due time.
 	for _, i := range []int{3, 1, 4, 0, 2} {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,6 +73,7 @@ func addLinkFlags(fs *pflag.FlagSet) {
 	fs.String("reorder", "", "let jitter reorder packets: true or false (default: the preset's; only realistic reorders)")
 	fs.Lookup("reorder").NoOptDefVal = "true"
 	fs.Uint64("seed", 0, "random seed for loss and jitter (0 = from the clock)")
+	fs.Bool("offload", true, "forward TCP super-packets (TSO/GRO through the TUN devices; loss, rate and jitter still per segment); false: packet by packet")
 	fs.Bool("json", false, "print the counters as JSON instead of a table")
 }
 
@@ -151,6 +153,7 @@ func linkConfig() (netem.Config, error) {
 		return c, fmt.Errorf("%w: --reorder %q: want true or false", netem.ErrInvalid, r)
 	}
 	c.Seed = cfg.GetUint64("seed")
+	c.NoOffload = !cfg.GetBool("offload")
 	return c, c.Validate()
 }
 
@@ -240,6 +243,7 @@ TRISTORE_NETEM_{CLIENT,SERVER}_{ADDR,NS} in their environment.`,
 	fs.String("server-ready", "", "host:port to wait for (TCP connect from the client namespace) before running CMD")
 	fs.Duration("server-ready-timeout", 30*time.Second, "how long to wait for --server-ready")
 	fs.String("counters-file", "", "write the counters here instead of stderr")
+	fs.String("cpuprofile", "", "debug: write a Go CPU profile of the forwarder (this process) for the link's lifetime to this file")
 	return cmd
 }
 
@@ -261,12 +265,46 @@ func startLink(cmd *cobra.Command) (l *netem.Link, ctx context.Context, stop con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, stop = signalContext(cmd.Context())
+	ctx, cancel := signalContext(cmd.Context())
+	stopProfile, err := startCPUProfile(cfg.GetString("cpuprofile"))
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	stop = func() { stopProfile(); cancel() }
 	if l, err = netem.Start(ctx, conf); err != nil {
 		stop()
 		return nil, nil, nil, err
 	}
 	return l, ctx, stop, nil
+}
+
+// startCPUProfile writes a Go CPU profile of this process (the forwarder:
+// with a link running it is nearly all of the process's work) to path
+// until the returned function is called; "" profiles nothing. It is a
+// debugging aid for the forwarder's cost (issue 14: profile first):
+// `go tool pprof -top tristore FILE`.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "netem: --cpuprofile %s: %v\n", path, err)
+			}
+		})
+	}, nil
 }
 
 // closeLink removes the link and prints its final counters (to
@@ -385,6 +423,7 @@ Flags after -- go to "tristore serve" (e.g. -- --data /srv/tristore).`,
 	}
 	addLinkFlags(cmd.Flags())
 	cmd.Flags().String("counters-file", "", "write the counters here instead of stderr")
+	cmd.Flags().String("cpuprofile", "", "debug: write a Go CPU profile of the forwarder (this process) for the link's lifetime to this file")
 	return cmd
 }
 
