@@ -96,6 +96,16 @@ func testCLI(t *testing.T, tg *target, ns string, url func(p string) string) {
 	if len(ents) != 2 {
 		t.Fatalf("bench left files behind: %d entries in cli/", len(ents))
 	}
+	var meta struct {
+		Entries int               `json:"entries"`
+		Readdir float64           `json:"readdirplus_entries_per_sec"`
+		Lookup  struct{ Ops int } `json:"lookup"`
+		Getattr struct{ Ops int } `json:"getattr"`
+	}
+	out = runCLI(t, ns, nil, "nfs", "bench-meta", "--json", "--duration", "200ms", url("/cli"))
+	if err := json.Unmarshal(out, &meta); err != nil || meta.Entries != 2 || meta.Readdir <= 0 || meta.Lookup.Ops == 0 || meta.Getattr.Ops == 0 {
+		t.Fatalf("nfs bench-meta output %q: %v", out, err)
+	}
 	runCLI(t, ns, nil, "nfs", "mkdir", url("/cli/sub"))
 	runCLI(t, ns, nil, "nfs", "put", local, url("/cli/sub/x"))
 	runCLI(t, ns, nil, "nfs", "rm", url("/cli/sub/x"))
@@ -111,6 +121,7 @@ func testCLI(t *testing.T, tg *target, ns string, url func(p string) string) {
 		{"nfs", "rm", url("/cli/missing")},
 		{"nfs", "ls", "http://127.0.0.1/x"},
 		{"nfs", "ls", "nfs://127.0.0.1:1/x"},
+		{"nfs", "bench-meta", url("/cli/in.bin")},
 	} {
 		cmd := tristoreCmd(ctx, ns, args...)
 		o, err := cmd.CombinedOutput()
