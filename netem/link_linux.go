@@ -41,8 +41,7 @@ type Link struct {
 	client, server *side
 	clk            clock
 	up, down       *dirCounters
-	upSched        *scheduler
-	downSched      *scheduler
+	fwd            *forwarder
 	wg             sync.WaitGroup
 	closeOnce      sync.Once
 	closeErr       error
@@ -120,12 +119,26 @@ func Start(ctx context.Context, cfg Config) (l *Link, err error) {
 	if offload {
 		hdr = vnetHdrLen
 	}
-	if l.upSched, err = l.direction(l.client.tun, l.server.tun, upChain, l.up, pool, hdr, trainWindow(cfg.Up)); err != nil {
+	dir := func(from, to *side, chain Chain, ctr *dirCounters, d Dir) *fwdDir {
+		return &fwdDir{from: int(from.tun.Fd()), to: int(to.tun.Fd()), chain: chain, ctr: ctr, window: trainWindow(d)}
+	}
+	f, err := newForwarder(l, [2]*fwdDir{dir(l.client, l.server, upChain, l.up, cfg.Up), dir(l.server, l.client, downChain, l.down, cfg.Down)}, hdr, pool)
+	if err != nil {
 		return l, err
 	}
-	if l.downSched, err = l.direction(l.server.tun, l.client.tun, downChain, l.down, pool, hdr, trainWindow(cfg.Down)); err != nil {
-		return l, err
-	}
+	l.fwd = f
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer l.recoverForwarder()
+		if err := f.run(); err != nil {
+			select {
+			case <-l.done:
+			default:
+				l.fwdErr <- err
+			}
+		}
+	}()
 	return l, nil
 }
 
@@ -144,94 +157,6 @@ func newBufPool(mtu int) *bufPool {
 }
 func (bp *bufPool) get() *Packet  { return bp.p.Get().(*Packet) }
 func (bp *bufPool) put(p *Packet) { p.Data = nil; bp.p.Put(p) }
-
-// direction starts the reader and the delivery goroutine of one direction.
-// hdr is the length of the virtio_net_hdr in front of every frame (0
-// without offload); window is the train window for super-packets (gso.go).
-func (l *Link) direction(from, to *os.File, chain Chain, ctr *dirCounters, pool *bufPool, hdr int, window int64) (*scheduler, error) {
-	sched, err := newScheduler(l.clk, func(batch []*Packet) {
-		for _, p := range batch {
-			if _, err := to.Write(p.Data); err == nil {
-				ctr.delivered1(p.segs, p.wire)
-			}
-			pool.put(p)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	l.wg.Add(2)
-	go func() {
-		defer l.wg.Done()
-		for _, p := range sched.run(false) {
-			pool.put(p)
-		}
-	}()
-	go func() {
-		defer l.wg.Done()
-		defer l.recoverForwarder()
-		var scratch Packet
-		var parts []part
-		for {
-			p := pool.get()
-			n, err := from.Read(p.buf)
-			if err != nil {
-				pool.put(p)
-				select {
-				case <-l.done:
-				default:
-					l.fwdErr <- fmt.Errorf("netem: forwarder %s: %w", ctr.name, err)
-				}
-				return
-			}
-			if n < hdr {
-				pool.put(p)
-				continue
-			}
-			p.Data = p.buf[:n]
-			now := l.clk.now()
-			if hdr > 0 {
-				if sp, ok := parseSuper(p.Data); ok {
-					ctr.ingressSuper(p.Data[hdr:], sp)
-					parts = trains(chain, sp, &scratch, p.buf, now, window, parts, ctr.drop)
-					l.pushParts(sched, pool, p, sp, parts)
-					continue
-				}
-			}
-			ip := p.Data[hdr:]
-			ctr.ingress(ip)
-			p.Arrive, p.Due = now, now
-			p.segs, p.wire = 1, len(ip)
-			if v := chain.Process(p); v != Pass {
-				ctr.drop(v)
-				pool.put(p)
-				continue
-			}
-			sched.Push(p)
-		}
-	}()
-	return sched, nil
-}
-
-// pushParts queues the parts of super-packet p: a single part holding
-// every segment goes as it came; otherwise each part is rebuilt into a
-// buffer of its own and p is recycled.
-func (l *Link) pushParts(sched *scheduler, pool *bufPool, p *Packet, sp superPacket, parts []part) {
-	if len(parts) == 1 && parts[0].a == 0 && parts[0].b == sp.segs {
-		p.Arrive, p.Due = parts[0].due, parts[0].due
-		p.segs, p.wire = sp.segs, sp.wire(0, sp.segs)
-		sched.Push(p)
-		return
-	}
-	for _, pt := range parts {
-		q := pool.get()
-		q.Data = q.buf[:buildPart(q.buf, p.Data, sp, pt.a, pt.b)]
-		q.Arrive, q.Due = pt.due, pt.due
-		q.segs, q.wire = pt.b-pt.a, sp.wire(pt.a, pt.b)
-		sched.Push(q)
-	}
-	pool.put(p)
-}
 
 // recoverForwarder turns a forwarder panic into teardown plus an error
 // instead of a crash that would leave namespaces behind.
@@ -275,22 +200,17 @@ func (l *Link) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.done)
 		var errs []error
-		// Closing the TUN files wakes the readers; the devices vanish
-		// with their last fd.
-		for _, s := range []*side{l.client, l.server} {
-			if s != nil && s.tun != nil {
-				errs = append(errs, s.tun.Close())
-			}
-		}
-		for _, s := range []*scheduler{l.upSched, l.downSched} {
-			if s != nil {
-				s.stop()
-			}
+		if l.fwd != nil {
+			l.fwd.stop()
 		}
 		l.wg.Wait()
+		if l.fwd != nil {
+			l.fwd.drain()
+			l.fwd.close()
+		}
+		// The devices vanish with their last fd.
 		for _, s := range []*side{l.client, l.server} {
 			if s != nil {
-				s.tun = nil
 				errs = append(errs, s.close())
 			}
 		}

@@ -49,12 +49,13 @@ type side struct {
 }
 
 // openTun creates a TUN device (raw IPv4 packets, no packet-info header)
-// in the calling thread's namespace. The fd is non-blocking so that the
-// Go poller can wake a reader when the file is closed. With offload every
+// in the calling thread's namespace. The descriptor is opened blocking so
+// that os.File leaves it out of Go's poller (which would wake on every
+// packet); the forwarder's own epoll loop makes it non-blocking. With offload every
 // frame carries a virtio_net_hdr and the device takes and hands out TCPv4
 // super-packets with offloaded checksums (gso.go says why).
 func openTun(name string, offload bool) (*os.File, error) {
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoTun, err)
 	}

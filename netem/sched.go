@@ -35,7 +35,9 @@ const (
 	maxBatch = 64
 )
 
-// pktHeap orders packets by Due, then by arrival sequence (stable).
+// pktHeap orders packets by Due, then by the order they were queued
+// (stable: two parts of one super-packet due at the same instant keep
+// their order).
 type pktHeap []*Packet
 
 func (h pktHeap) Len() int { return len(h) }
@@ -43,7 +45,14 @@ func (h pktHeap) Less(i, j int) bool {
 	if h[i].Due != h[j].Due {
 		return h[i].Due < h[j].Due
 	}
-	return h[i].Arrive < h[j].Arrive
+	return h[i].seq < h[j].seq
+}
+
+// push queues p behind everything queued before it with the same Due.
+func (h *pktHeap) push(p *Packet, seq *uint64) {
+	*seq++
+	p.seq = *seq
+	heap.Push(h, p)
 }
 func (h pktHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *pktHeap) Push(x any)   { *h = append(*h, x.(*Packet)) }
@@ -63,6 +72,7 @@ type scheduler struct {
 	mu      sync.Mutex
 	h       pktHeap
 	bytes   int // bytes held
+	seq     uint64
 	timer   *os.File
 	tfd     int        // timer's descriptor, for timerfd_settime
 	closed  bool       // timer closed: arm no more (its fd number may be reused)
@@ -95,7 +105,7 @@ func (s *scheduler) armLocked(d int64) {
 func (s *scheduler) Push(p *Packet) {
 	s.mu.Lock()
 	first := len(s.h) == 0 || p.Due < s.h[0].Due
-	heap.Push(&s.h, p)
+	s.h.push(p, &s.seq)
 	s.bytes += len(p.Data)
 	if first {
 		s.armLocked(p.Due - int64(slack) - s.clk.now())

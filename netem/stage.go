@@ -20,6 +20,7 @@ type Packet struct {
 	// segs and wire are the TCP segments and IP bytes the packet stands
 	// for on the wire (a super-packet carries several; see gso.go).
 	segs, wire int
+	seq        uint64 // queueing order, for ties in Due
 }
 
 // Verdict is a stage's decision about one packet.

@@ -1,0 +1,297 @@
+package netem
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The forwarder is one event loop per link on one locked OS thread: it
+// sleeps in epoll_wait on both TUN devices, a timerfd armed to the earliest
+// due packet of either direction and an eventfd that Close writes, and per
+// wake-up reads what arrived (bounded per device), runs it through the
+// stages, and writes what is due. Why not a goroutine per reader and per
+// delivery queue, as before: every packet then woke the Go netpoller
+// thread, handed the goroutine to another thread (futex) and woke Go's
+// sysmon on the next syscall (perf: 40 % of the forwarder's CPU was
+// context switches and 10 % waking sysmon at 100 Mbit/s). One blocked
+// epoll_wait holding its P costs one wake-up per event and no other thread.
+// The TUN descriptors are not in Go's poller (which would also wake on
+// every packet); the loop uses them non-blocking itself.
+
+// keepAliveMs bounds one epoll_wait. Go's sysmon takes the P away from a
+// thread that has sat in one syscall for 10 ms, and then wakes every
+// 20 µs for a while and again when the loop wants its P back (perf: a
+// fifth of the forwarder's CPU at 100 Mbit/s with 10 ms jitter, whose
+// deliveries come in bursts with pauses); a fresh syscall every 5 ms keeps
+// the P and lets sysmon sleep 10 ms at a time. 200 empty wake-ups a
+// second cost far less.
+const (
+	keepAliveMs = 5
+	yieldEvery  = 8 * time.Millisecond
+)
+
+// maxReadsPerWake bounds the packets taken from one device per wake-up so
+// that one busy direction cannot keep the other's deliveries waiting
+// (epoll is level-triggered: what is left wakes the next epoll_wait at once).
+const maxReadsPerWake = 64
+
+// fwdDir is one direction's state, owned by the loop.
+type fwdDir struct {
+	from, to int // TUN descriptors
+	chain    Chain
+	ctr      *dirCounters
+	window   int64 // train window (gso.go)
+	h        pktHeap
+	seq      uint64
+	parts    []part
+}
+
+// forwarder is a link's event loop.
+type forwarder struct {
+	l       *Link
+	dirs    [2]*fwdDir
+	hdr     int // virtio_net_hdr length in front of frames (0: no offload)
+	pool    *bufPool
+	epfd    int
+	timerfd int
+	stopfd  int   // eventfd; Close writes it
+	armed   int64 // absolute time the timer is set for; 0 disarmed, -1 unknown
+	scratch Packet
+}
+
+const (
+	evStop = iota + 2 // epoll data: 0 and 1 are the directions
+	evTimer
+)
+
+// newForwarder sets up epoll, the timer and the stop eventfd.
+func newForwarder(l *Link, dirs [2]*fwdDir, hdr int, pool *bufPool) (f *forwarder, err error) {
+	f = &forwarder{l: l, dirs: dirs, hdr: hdr, pool: pool, epfd: -1, timerfd: -1, stopfd: -1}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	if f.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return f, fmt.Errorf("netem: epoll_create: %w", err)
+	}
+	if f.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
+		return f, fmt.Errorf("netem: timerfd_create: %w", err)
+	}
+	if f.stopfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return f, fmt.Errorf("netem: eventfd: %w", err)
+	}
+	for i, d := range dirs {
+		if err := unix.SetNonblock(d.from, true); err != nil {
+			return f, err
+		}
+		if err := f.watch(d.from, int32(i)); err != nil {
+			return f, err
+		}
+	}
+	if err := f.watch(f.stopfd, evStop); err != nil {
+		return f, err
+	}
+	return f, f.watch(f.timerfd, evTimer)
+}
+
+func (f *forwarder) watch(fd int, data int32) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: data}
+	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("netem: epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// stop makes run return; safe before run started and after it returned
+// (the eventfd is closed only by close, after run).
+func (f *forwarder) stop() {
+	var one [8]byte
+	one[0] = 1 // little-endian 1 on every Linux target Go has
+	_, _ = unix.Write(f.stopfd, one[:])
+}
+
+// close releases the loop's descriptors (not the TUN devices).
+func (f *forwarder) close() {
+	for _, fd := range []*int{&f.epfd, &f.timerfd, &f.stopfd} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+// run is the loop. It returns nil when stopped, or the error that broke a
+// device; the packets still queued are dropped with it.
+func (f *forwarder) run() error {
+	events := make([]unix.EpollEvent, 8)
+	var yielded int64
+	for {
+		// Yield now and then so that sysmon never has to preempt the
+		// loop with a signal (it does after 10 ms on one P; and a
+		// stop-the-world gets the P at once).
+		if now := f.l.clk.now(); now-yielded > int64(yieldEvery) {
+			runtime.Gosched()
+			yielded = now
+		}
+		n, err := epollWaitRaw(f.epfd, events, keepAliveMs)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("netem: epoll_wait: %w", err)
+		}
+		for _, ev := range events[:n] {
+			switch ev.Fd {
+			case evStop:
+				return nil
+			case evTimer:
+				f.armed = -1 // expired: readable until re-armed
+			default:
+				if err := f.read(f.dirs[ev.Fd]); err != nil {
+					return err
+				}
+			}
+		}
+		now := f.l.clk.now()
+		next := int64(-1)
+		for _, d := range f.dirs {
+			if due := f.deliver(d, now); due >= 0 && (next < 0 || due < next) {
+				next = due
+			}
+		}
+		f.arm(next, now)
+	}
+}
+
+// read takes up to maxReadsPerWake packets from d's device.
+func (f *forwarder) read(d *fwdDir) error {
+	for range maxReadsPerWake {
+		p := f.pool.get()
+		n, err := unix.Read(d.from, p.buf)
+		if err != nil {
+			f.pool.put(p)
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				return nil
+			}
+			return fmt.Errorf("netem: forwarder %s: %w", d.ctr.name, err)
+		}
+		if n < f.hdr {
+			f.pool.put(p)
+			continue
+		}
+		p.Data = p.buf[:n]
+		now := f.l.clk.now()
+		if f.hdr > 0 {
+			if sp, ok := parseSuper(p.Data); ok {
+				d.ctr.ingressSuper(p.Data[f.hdr:], sp)
+				p.Arrive = now
+				d.parts = trains(d.chain, sp, &f.scratch, p.buf, now, d.window, d.parts, d.ctr.drop)
+				f.pushParts(d, p, sp)
+				continue
+			}
+		}
+		ip := p.Data[f.hdr:]
+		d.ctr.ingress(ip)
+		p.Arrive, p.Due = now, now
+		p.segs, p.wire = 1, len(ip)
+		if v := d.chain.Process(p); v != Pass {
+			d.ctr.drop(v)
+			f.pool.put(p)
+			continue
+		}
+		d.h.push(p, &d.seq)
+	}
+	return nil
+}
+
+// pushParts queues the parts of super-packet p: a single part holding
+// every segment goes as it came; otherwise each part is rebuilt into a
+// buffer of its own and p is recycled.
+func (f *forwarder) pushParts(d *fwdDir, p *Packet, sp superPacket) {
+	if len(d.parts) == 1 && d.parts[0].a == 0 && d.parts[0].b == sp.segs {
+		p.Due = d.parts[0].due
+		p.segs, p.wire = sp.segs, sp.wire(0, sp.segs)
+		d.h.push(p, &d.seq)
+		return
+	}
+	for _, pt := range d.parts {
+		q := f.pool.get()
+		q.Data = q.buf[:buildPart(q.buf, p.Data, sp, pt.a, pt.b)]
+		q.Arrive, q.Due = p.Arrive, pt.due
+		q.segs, q.wire = pt.b-pt.a, sp.wire(pt.a, pt.b)
+		d.h.push(q, &d.seq)
+	}
+	f.pool.put(p)
+}
+
+// deliver writes d's packets due by now (+ slack, in due order) and
+// returns the due time of the next one, or -1 if none is held.
+func (f *forwarder) deliver(d *fwdDir, now int64) int64 {
+	limit := now + int64(slack)
+	for len(d.h) > 0 && d.h[0].Due <= limit {
+		p := heap.Pop(&d.h).(*Packet)
+		if _, err := unix.Write(d.to, p.Data); err == nil {
+			d.ctr.delivered1(p.segs, p.wire)
+		}
+		f.pool.put(p)
+	}
+	if len(d.h) == 0 {
+		return -1
+	}
+	return d.h[0].Due
+}
+
+// arm sets the timer for the next due packet (next < 0: none): no sooner
+// than minNap from now, so that at high packet rates one wake-up delivers
+// a batch. It skips the syscall when the timer is already set for that.
+func (f *forwarder) arm(next, now int64) {
+	at := int64(0) // 0: disarmed
+	if next >= 0 {
+		at = max(next-int64(slack), now+int64(minNap))
+	}
+	if at == f.armed {
+		return
+	}
+	spec := unix.ItimerSpec{}
+	if at != 0 {
+		spec.Value = unix.NsecToTimespec(at - now)
+	}
+	if err := unix.TimerfdSettime(f.timerfd, 0, &spec, nil); err == nil {
+		f.armed = at
+	} else {
+		f.armed = -1
+	}
+}
+
+// drain returns the packets still queued to the pool.
+func (f *forwarder) drain() {
+	for _, d := range f.dirs {
+		for _, p := range d.h {
+			f.pool.put(p)
+		}
+		d.h = d.h[:0]
+	}
+}
+
+// epollWaitRaw is epoll_wait without telling the Go scheduler that this
+// thread is in a syscall (RawSyscall6): for Go the loop keeps running on
+// its P. With unix.EpollWait every wait was a syscall exit that found
+// sysmon asleep (all other Ps idle) and woke it, after which sysmon polled
+// every 20 µs for a millisecond; perf showed that as a third of the
+// forwarder's CPU. The wait is bounded (keepAliveMs), and a preemption
+// request (SIGURG from sysmon or a stop-the-world) interrupts it with
+// EINTR, so the P is never held for long against the runtime's will.
+func epollWaitRaw(epfd int, events []unix.EpollEvent, msec int) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
