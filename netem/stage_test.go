@@ -1,6 +1,7 @@
 package netem
 
 import (
+	"container/heap"
 	"math"
 	"testing"
 	"time"
@@ -152,5 +153,21 @@ func TestSchedulerDeliversInOrderOnTime(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("scheduler did not stop")
+	}
+}
+
+// TestHeapKeepsQueueOrderOnTies: packets due at the same instant leave in
+// the order they were queued, even with equal arrival times (the parts of
+// one super-packet): otherwise a split train could be reordered.
+func TestHeapKeepsQueueOrderOnTies(t *testing.T) {
+	var h pktHeap
+	var seq uint64
+	for i := range 200 {
+		h.push(&Packet{Data: []byte{byte(i)}, Due: 5, Arrive: 1}, &seq)
+	}
+	for want := range 200 {
+		if p := heap.Pop(&h).(*Packet); int(p.Data[0]) != want {
+			t.Fatalf("popped %d, want %d", p.Data[0], want)
+		}
 	}
 }

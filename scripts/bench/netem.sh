@@ -58,6 +58,8 @@ declare -A LINK=(
   [lan]="--preset lan"
   [100mbit-25ms]="--rate 100mbit --delay 25ms --jitter 10ms --loss 0.1%"
   [realistic]="--preset realistic"
+  [unlimited-1ms-pkt]="--rate 0 --delay 1ms --offload=false"
+  [100mbit-25ms-pkt]="--rate 100mbit --delay 25ms --jitter 10ms --loss 0.1% --offload=false"
 )
 declare -A LABEL=(
   [unlimited-0ms]="unlimited rate, 0 ms"
@@ -65,8 +67,12 @@ declare -A LABEL=(
   [lan]="lan preset (1 Gbit/s, 0.1 ms one way)"
   [100mbit-25ms]="100 Mbit/s, 25 ms one way, σ 10 ms, 0.1 % loss"
   [realistic]="realistic preset"
+  [unlimited-1ms-pkt]="unlimited rate, 1 ms one way, --offload=false"
+  [100mbit-25ms-pkt]="100 Mbit/s, 25 ms one way, σ 10 ms, 0.1 % loss, --offload=false"
 )
-ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic)
+# The -pkt links forward packet by packet (no TUN offloads), for the
+# before/after of the offload within one run.
+ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic unlimited-1ms-pkt 100mbit-25ms-pkt)
 
 bench_machine "sudo scripts/bench/netem.sh $ROUNDS $DUR" -ours forwarder \
   -peer "iperf3=$(iperf3 --version 2>&1 | awk 'NR == 1 { print $2 }') (traffic source only)" \
