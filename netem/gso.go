@@ -20,7 +20,7 @@ import (
 // wire length: headers + its share of the payload), so loss, the rate
 // limiter, its queue and jitter behave as for separate packets. Only the
 // delivery is grouped: consecutive surviving segments whose due times lie
-// within a train window of the first are written as one super-packet at the
+// within a train window (trainWindow) of the first are written as one super-packet at the
 // due time of the last, i.e. up to the window late, never early; a lost
 // segment, a reordered one or the window ends a train. Non-TCP packets and
 // TCP packets the kernel did not coalesce pass as before, one by one.
@@ -44,10 +44,10 @@ const (
 
 // trainWindow is how late a segment may be delivered so that it can go out
 // in one write with the segments after it: 1/20 of the one-way delay, at
-// most 1 ms (25 ms delay: 1 ms; 1 ms delay: 50 µs; no delay: 0, so only
-// segments due at the same instant, as on an unlimited link, share a write).
+// most 1 ms and at least minNap, the delivery timer's own granularity
+// (25 ms delay: 1 ms; 1 ms delay: 50 µs; 0.1 ms or none: 30 µs).
 func trainWindow(d Dir) int64 {
-	return int64(min(maxTrainWindow, d.Delay/trainWindowShare))
+	return int64(max(minNap, min(maxTrainWindow, d.Delay/trainWindowShare)))
 }
 
 // vnetHdr is a decoded virtio_net_hdr.

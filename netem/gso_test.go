@@ -180,6 +180,11 @@ func TestTrainsJitterNeverEarlyNoReorder(t *testing.T) {
 	if window != int64(time.Millisecond) {
 		t.Fatalf("train window for 25 ms: %v", time.Duration(window))
 	}
+	for d, want := range map[time.Duration]time.Duration{0: minNap, 100 * time.Microsecond: minNap, time.Millisecond: 50 * time.Microsecond, time.Second: time.Millisecond} {
+		if w := time.Duration(trainWindow(Dir{Delay: d})); w != want {
+			t.Errorf("train window for %v: %v, want %v", d, w, want)
+		}
+	}
 	chain := NewChain(Dir{Rate: 100e6, Delay: 25 * time.Millisecond, Jitter: 10 * time.Millisecond}, false, 7)
 	// Record each segment's own due time through a stage at the end.
 	rec := &recordDue{}
