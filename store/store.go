@@ -97,6 +97,13 @@ type ObjectMeta struct {
 	LockMode  string    `json:",omitempty"`
 	LockUntil time.Time `json:",omitzero"`
 	LegalHold bool      `json:",omitempty"`
+	// Encryption is the front end's envelope of an object encrypted at
+	// rest (the wrapped data key, plaintext size and ETag; opaque to the
+	// store, kept like Tags). The store records it only after the body
+	// reader has returned its last byte, so a writer may complete it
+	// (the plaintext's MD5) from that reader. A store keeps an object
+	// with an envelope out of the other views' reach (posix: mode 0600).
+	Encryption map[string]string `json:",omitempty"`
 }
 
 // PartInfo describes one part of a multipart upload (or of a completed multipart object).

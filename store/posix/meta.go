@@ -48,6 +48,8 @@ type record struct {
 	LockMode  string `json:"lm,omitempty"`
 	LockUntil int64  `json:"lu,omitempty"` // unix ns
 	LegalHold bool   `json:"lh,omitempty"`
+	// Enc is the S3 front end's encryption envelope (store.ObjectMeta.Encryption).
+	Enc map[string]string `json:"enc,omitempty"`
 }
 
 type partRec struct {
@@ -59,6 +61,7 @@ type partRec struct {
 func (r *record) setMeta(m store.ObjectMeta) {
 	r.CT, r.User, r.Headers, r.Sums, r.ACL, r.Owner, r.Tags = m.ContentType, m.UserMeta, m.Headers, m.Checksums, m.ACL, m.Owner, m.Tags
 	r.LockMode, r.LegalHold, r.LockUntil = m.LockMode, m.LegalHold, 0
+	r.Enc = m.Encryption
 	if !m.LockUntil.IsZero() {
 		r.LockUntil = m.LockUntil.UnixNano()
 	}
@@ -70,7 +73,7 @@ func (r *record) meta() store.ObjectMeta {
 		ct = "application/octet-stream"
 	}
 	m := store.ObjectMeta{ContentType: ct, UserMeta: r.User, Headers: r.Headers, Checksums: r.Sums, ACL: r.ACL, Owner: r.Owner, Tags: r.Tags,
-		LockMode: r.LockMode, LegalHold: r.LegalHold}
+		LockMode: r.LockMode, LegalHold: r.LegalHold, Encryption: r.Enc}
 	if r.LockUntil != 0 {
 		m.LockUntil = time.Unix(0, r.LockUntil).UTC()
 	}

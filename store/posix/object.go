@@ -290,6 +290,16 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 		os.Remove(f.Name())
 		return store.ObjectInfo{}, err
 	}
+	if meta.Encryption != nil {
+		// Ciphertext is no file content for NFS or a volume: mode 0600
+		// keeps other users out while the server can still read it
+		// (docs/s3.md, encryption at rest).
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return store.ObjectInfo{}, fsErr(err)
+		}
+	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
 	rec.setMeta(meta)
 	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
