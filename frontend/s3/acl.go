@@ -83,7 +83,7 @@ func (s *Server) putBucketACL(w http.ResponseWriter, r *http.Request, rc *reqCtx
 }
 
 func (s *Server) getObjectACL(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	oi, err := s.st.Stat(r.Context(), rc.bucket, rc.key)
+	_, oi, err := s.subTarget(r.Context(), w, r, rc, "GetObjectAcl")
 	if err != nil {
 		return err
 	}
@@ -101,11 +101,10 @@ func (s *Server) getObjectACL(w http.ResponseWriter, r *http.Request, rc *reqCtx
 }
 
 func (s *Server) putObjectACL(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	mu, ok := s.st.(store.MetaUpdater)
-	if !ok {
+	if _, ok := s.st.(store.MetaUpdater); !ok {
 		return ErrNotImplemented.withMessage("this store cannot update object metadata")
 	}
-	oi, err := s.st.Stat(r.Context(), rc.bucket, rc.key)
+	vid, oi, err := s.subTarget(r.Context(), w, r, rc, "PutObjectAcl")
 	if err != nil {
 		return err
 	}
@@ -118,7 +117,7 @@ func (s *Server) putObjectACL(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	}
 	meta := oi.Meta
 	meta.ACL = acl
-	if _, err := mu.UpdateMeta(r.Context(), rc.bucket, rc.key, meta); err != nil {
+	if err := s.updateSubMeta(r.Context(), rc, vid, oi, meta); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusOK)

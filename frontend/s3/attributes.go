@@ -66,7 +66,7 @@ func (s *Server) getObjectAttributes(w http.ResponseWriter, r *http.Request, rc 
 	if err != nil {
 		return err
 	}
-	oi, err := s.st.Stat(r.Context(), rc.bucket, rc.key)
+	_, oi, err := s.subTarget(r.Context(), w, r, rc, "GetObjectAttributes")
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ var objectACLActions = map[string]bool{
 	"s3:DeleteObjectTagging": true,
 	"s3:GetObjectAttributes": true,
 	"s3:GetObjectVersion":    true, // (the current version's ACL and owner)
+	// The versionId forms of tagging, ACL and attributes requests (version_sub.go).
+	"s3:GetObjectVersionTagging": true, "s3:PutObjectVersionTagging": true, "s3:DeleteObjectVersionTagging": true,
+	"s3:GetObjectVersionAcl": true, "s3:PutObjectVersionAcl": true, "s3:GetObjectVersionAttributes": true,
 }
 
 // authorize decides whether rc's identity may do action on bucket/key.

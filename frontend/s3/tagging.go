@@ -190,28 +190,27 @@ func (s *Server) metaUpdater() (store.MetaUpdater, error) {
 }
 
 func (s *Server) getObjectTagging(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	oi, err := s.st.Stat(r.Context(), rc.bucket, rc.key)
+	_, oi, err := s.subTarget(r.Context(), w, r, rc, "GetObjectTagging")
 	if err != nil {
 		return err
 	}
 	return writeTagging(w, oi.Meta.Tags)
 }
 
-// setObjectTags replaces the object's tag set; the store's UpdateMeta
-// makes it durable (record and file fsynced) before we answer.
-func (s *Server) setObjectTags(r *http.Request, rc *reqCtx, tags map[string]string) error {
-	mu, err := s.metaUpdater()
-	if err != nil {
+// setObjectTags replaces the tag set of the object (or of the version the
+// request names, version_sub.go); the store makes it durable (record and
+// file fsynced) before we answer.
+func (s *Server) setObjectTags(w http.ResponseWriter, r *http.Request, rc *reqCtx, op string, tags map[string]string) error {
+	if _, err := s.metaUpdater(); err != nil {
 		return err
 	}
-	oi, err := s.st.Stat(r.Context(), rc.bucket, rc.key)
+	vid, oi, err := s.subTarget(r.Context(), w, r, rc, op)
 	if err != nil {
 		return err
 	}
 	meta := oi.Meta
 	meta.Tags = tags
-	_, err = mu.UpdateMeta(r.Context(), rc.bucket, rc.key, meta)
-	return err
+	return s.updateSubMeta(r.Context(), rc, vid, oi, meta)
 }
 
 func (s *Server) putObjectTagging(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
@@ -219,7 +218,7 @@ func (s *Server) putObjectTagging(w http.ResponseWriter, r *http.Request, rc *re
 	if err != nil {
 		return err
 	}
-	if err := s.setObjectTags(r, rc, tags); err != nil {
+	if err := s.setObjectTags(w, r, rc, "PutObjectTagging", tags); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusOK)
@@ -227,7 +226,7 @@ func (s *Server) putObjectTagging(w http.ResponseWriter, r *http.Request, rc *re
 }
 
 func (s *Server) deleteObjectTagging(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
-	if err := s.setObjectTags(r, rc, nil); err != nil {
+	if err := s.setObjectTags(w, r, rc, "DeleteObjectTagging", nil); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

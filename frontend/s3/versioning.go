@@ -272,18 +272,22 @@ func wireVersion(oi store.ObjectInfo) string {
 }
 
 // versionedObjectRequest reports whether r is an object request whose
-// versionId parameter is served (GET, HEAD, DELETE of an object version);
-// other sub-resources with a versionId stay NotImplemented.
+// versionId parameter is served (GET, HEAD, DELETE of an object version;
+// GET/PUT/DELETE of its tagging, GET/PUT of its acl, GET of its
+// attributes: version_sub.go); other sub-resources with a versionId stay
+// NotImplemented.
 func versionedObjectRequest(r *http.Request, key string) bool {
 	if key == "" {
 		return false
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodDelete:
+	case http.MethodPut:
+		return hasQ(r, "tagging") || hasQ(r, "acl")
 	default:
 		return false
 	}
-	for _, sub := range []string{"tagging", "acl", "attributes", "uploadId", "torrent", "restore", "select"} {
+	for _, sub := range []string{"uploadId", "torrent", "restore", "select"} {
 		if hasQ(r, sub) {
 			return false
 		}

@@ -124,7 +124,7 @@ func TestVersioningHTTP(t *testing.T) {
 	wantErr(t, ts.do(t, "GET", "/vbk/k?versionId="+strings.Repeat("0", 32), nil, nil), 404, "NoSuchVersion")
 	wantErr(t, ts.do(t, "GET", "/vbk/k?versionId=bogus", nil, nil), 400, "InvalidArgument")
 	wantErr(t, ts.do(t, "GET", "/vbk/k?versionId=", nil, nil), 400, "InvalidArgument")
-	wantErr(t, ts.do(t, "GET", "/vbk/k?tagging&versionId="+v1, nil, nil), 501, "NotImplemented")
+	wantErr(t, ts.do(t, "GET", "/vbk/k?torrent&versionId="+v1, nil, nil), 501, "NotImplemented")
 
 	// DELETE adds a delete marker.
 	d := ts.do(t, "DELETE", "/vbk/k", nil, nil)
