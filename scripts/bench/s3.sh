@@ -4,6 +4,10 @@
 #
 #   scripts/bench/s3.sh                         # ROUNDS=3 DURATION=3s SIZES=4KiB,4MiB PAR=1,16
 #   ROUNDS=5 DURATION=5s scripts/bench/s3.sh
+#   LIST=100000 (default) adds the LIST row: before the rounds each server
+#   gets LIST empty objects under bench/list/ (once, 32 in parallel); each
+#   round then lists them whole with ListObjectsV2 in 1,000-key pages
+#   (every key checked), pages/s. LIST=0 leaves the row out.
 #
 # The three servers run at once, each on its own data directory under
 # $BENCH_DIR (default /var/tmp/tristore-s3bench). For every round and
@@ -25,6 +29,7 @@ DURATION=${DURATION:-3s}
 SIZES=${SIZES:-4KiB,4MiB}
 PAR=${PAR:-1,16}
 ROUNDS=${ROUNDS:-3}
+LIST=${LIST:-100000}
 SERVERS=(tristore versitygw seaweedfs)
 AK=benchaccesskey
 SK=benchsecretkey123
@@ -91,9 +96,17 @@ sleep 5 # SeaweedFS registers its volume server after the S3 port is up
 # is in the binary's build info.
 VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
 WEED_VERSION=$(weed version 2>&1 | awk '/version/ { print $3; exit }')
-bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR scripts/bench/s3.sh" \
+if [ "$LIST" -gt 0 ]; then
+  for s in "${SERVERS[@]}"; do
+    "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
+      -bucket bench -fill "$LIST" -label "$s" >&2 || bench_fail "$s: filling $LIST keys failed (server log: $BENCH_DIR/$s.log)"
+  done
+fi
+LISTNOTE=""
+[ "$LIST" -gt 0 ] && LISTNOTE=" LIST: $LIST empty objects in one flat prefix, put once per server before the rounds, listed whole each round (ListObjectsV2, 1,000-key pages, every key checked); pages/s."
+bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR LIST=$LIST scripts/bench/s3.sh" \
   -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" -peer "seaweedfs=${WEED_VERSION:-unknown} (weed server -s3)" \
-  -note "Data of all three servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s."
+  -note "Data of all three servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s.$LISTNOTE"
 
 hsize() { case $1 in *KiB) echo "${1%KiB} KiB" ;; *MiB) echo "${1%MiB} MiB" ;; *) echo "$1" ;; esac; }
 for r in $(seq 1 "$ROUNDS"); do
@@ -112,6 +125,16 @@ for r in $(seq 1 "$ROUNDS"); do
       done
     done
   done
+  if [ "$LIST" -gt 0 ]; then
+    for s in $(bench_order "$r" "${SERVERS[@]}"); do
+      lb=$(bench_load)
+      "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
+        -bucket bench -list "$LIST" -label "$s" -json >"$BENCH_DIR/out.json" ||
+        bench_fail "$s: LIST failed in round $r (server log: $BENCH_DIR/$s.log)"
+      bench_record "$r" "$s" "$lb" -json "$BENCH_DIR/out.json" \
+        -f "LIST $(echo "$LIST" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta') keys in 1,000-key pages, pages/s=0.ops_per_s"
+    done
+  fi
 done
 cleanup
 bench_table

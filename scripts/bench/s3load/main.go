@@ -47,6 +47,8 @@ func main() {
 	csvPath := flag.String("csv", "", "append result rows to this CSV file")
 	asJSON := flag.Bool("json", false, "print the results as one JSON array on stdout (the text lines go to stderr)")
 	flag.BoolVar(&getBuffer, "getbuf", false, "read each GET body into a buffer of the object's size, as `tristore bench objects` does (default: discard it through io.Copy, 8 KiB reads)")
+	flag.IntVar(&fillN, "fill", 0, "LIST mode: first PUT this many empty objects under list/ (32 in parallel)")
+	flag.IntVar(&listN, "list", 0, "LIST mode: list this many keys under list/ with ListObjectsV2 in 1,000-key pages, checking every key (no PUT/GET phases)")
 	flag.Parse()
 	if *asJSON {
 		text = os.Stderr
@@ -145,6 +147,9 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 		if !errors.As(err, &ae) || (ae.ErrorCode() != "BucketAlreadyOwnedByYou" && ae.ErrorCode() != "BucketAlreadyExists") {
 			return fmt.Errorf("create bucket: %w", err)
 		}
+	}
+	if fillN > 0 || listN > 0 {
+		return listMode(ctx, c, bucket, label)
 	}
 	var csv io.Writer
 	if csvPath != "" {
