@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -130,6 +131,8 @@ func (f *forwarder) close() {
 // run is the loop. It returns nil when stopped, or the error that broke a
 // device; the packets still queued are dropped with it.
 func (f *forwarder) run() error {
+	raw := rawLoops.Add(1) < int32(runtime.GOMAXPROCS(0))
+	defer rawLoops.Add(-1)
 	events := make([]unix.EpollEvent, 8)
 	var yielded int64
 	for {
@@ -140,7 +143,13 @@ func (f *forwarder) run() error {
 			runtime.Gosched()
 			yielded = now
 		}
-		n, err := epollWaitRaw(f.epfd, events, keepAliveMs)
+		var n int
+		var err error
+		if raw {
+			n, err = epollWaitRaw(f.epfd, events, keepAliveMs)
+		} else {
+			n, err = unix.EpollWait(f.epfd, events, keepAliveMs)
+		}
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -279,6 +288,14 @@ func (f *forwarder) drain() {
 		d.h = d.h[:0]
 	}
 }
+
+// rawLoops counts the running loops. A loop waits with epollWaitRaw only
+// if, when it starts, the loops leave at least one P (GOMAXPROCS) to the
+// rest of the process, which would otherwise run only when a loop yields:
+// a second link in a 2-P process, or any link at GOMAXPROCS=1, waits the
+// ordinary way (the P is handed back while it sleeps; that costs sysmon's
+// wake-ups, not correctness).
+var rawLoops atomic.Int32
 
 // epollWaitRaw is epoll_wait without telling the Go scheduler that this
 // thread is in a syscall (RawSyscall6): for Go the loop keeps running on
