@@ -91,7 +91,11 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			return err
 		}
 	}
-	rd, oi, err := s.getObjectVersion(ctx, nil, sb, sk, svid, 0, -1)
+	sw, err := s.sseForWrite(ctx, r.Header, rc.bucket) // sse.go
+	if err != nil {
+		return err
+	}
+	rd, oi, err := s.getPlain(ctx, nil, r.Header, sseCopyCHdr, sb, sk, svid, 0, -1)
 	if err != nil {
 		if errors.Is(err, store.ErrDeleteMarker) {
 			return ErrInvalidRequest.withMessage("The source of a copy request may not specifically refer to a delete marker by version id.")
@@ -125,9 +129,14 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if err := s.applyObjectLock(ctx, r.Header, rc.bucket, &meta); err != nil { // objectlock.go
 		return err
 	}
+	encrypted := oi.Meta.Encryption != nil || sw.mode != ""
+	body, ssize, err := s.encryptBody(sw, rd, oi.Size, &meta)
+	if err != nil {
+		return err
+	}
 	var res store.ObjectInfo
 	if sb == rc.bucket && sk == rc.key && svid == "" {
-		if directive != "REPLACE" {
+		if directive != "REPLACE" && r.Header.Get(sseHdr) == "" && r.Header.Get(sseCHdr+"Algorithm") == "" {
 			return ErrIllegalCopy
 		}
 		// On a versioned bucket a copy onto itself is a new version, as in S3.
@@ -135,18 +144,20 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		if err != nil {
 			return err
 		}
-		if mu, ok := s.st.(store.MetaUpdater); ok && state == "" {
+		if mu, ok := s.st.(store.MetaUpdater); ok && state == "" && !encrypted {
 			rd.Close()
 			res, err = mu.UpdateMeta(ctx, sb, sk, meta)
 		} else {
-			res, err = s.st.Put(ctx, rc.bucket, rc.key, rd, oi.Size, meta)
+			res, err = s.st.Put(ctx, rc.bucket, rc.key, body, ssize, meta)
 		}
 	} else {
-		res, err = s.st.Put(ctx, rc.bucket, rc.key, rd, oi.Size, meta)
+		res, err = s.st.Put(ctx, rc.bucket, rc.key, body, ssize, meta)
 	}
 	if err != nil {
 		return err
 	}
+	sseResponseHeaders(w.Header(), res, r.Header, sseCHdr)
+	res = plainInfo(res)
 	setVersionHeader(w.Header(), res, "")
 	if oi.VersionID != "" || svid != "" {
 		w.Header().Set("X-Amz-Copy-Source-Version-Id", wireVersion(oi))
@@ -192,7 +203,7 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
 		return err
 	}
-	oi, err := s.statObject(ctx, nil, sb, sk, svid)
+	oi, err := s.statPlain(ctx, nil, r.Header, sseCopyCHdr, sb, sk, svid) // sse.go
 	if err != nil {
 		return err
 	}
@@ -205,7 +216,7 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 			return err
 		}
 	}
-	rd, got, err := s.getObjectVersion(ctx, nil, sb, sk, svid, br.off, br.n)
+	rd, got, err := s.getPlain(ctx, nil, r.Header, sseCopyCHdr, sb, sk, svid, br.off, br.n)
 	if err != nil {
 		return err
 	}

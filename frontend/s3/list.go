@@ -129,6 +129,7 @@ func (s *Server) list(r *http.Request, bucket string, p listParams, after string
 func contents(res store.ListResult, p listParams, withOwner bool) ([]objectXML, []prefixXML) {
 	objs := make([]objectXML, 0, len(res.Objects))
 	for _, o := range res.Objects {
+		o = plainInfo(o) // sse.go
 		x := objectXML{Key: p.encode(o.Key), LastModified: xmlTime(o.ModTime), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
 		if withOwner {
 			x.Owner = &owner{o.Meta.Owner, o.Meta.Owner}

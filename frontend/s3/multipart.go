@@ -57,6 +57,9 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err != nil {
 		return err
 	}
+	if err := s.refuseMultipartSSE(r.Context(), r.Header, rc.bucket); err != nil { // sse_config.go
+		return err
+	}
 	meta, err := s.metaFromRequest(r.Header, rc)
 	if err != nil {
 		return err

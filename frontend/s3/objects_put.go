@@ -141,16 +141,26 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		return err
 	}
 	meta.Checksums = sums
+	sw, err := s.sseForWrite(ctx, r.Header, rc.bucket) // sse.go
+	if err != nil {
+		return err
+	}
+	body, ssize, err := s.encryptBody(sw, vr, size, &meta)
+	if err != nil {
+		return err
+	}
 	var oi store.ObjectInfo
 	if ep, ok := s.st.(store.ExclusivePutter); ok && inm == "*" {
-		oi, err = ep.PutIfAbsent(ctx, rc.bucket, rc.key, vr, size, meta)
+		oi, err = ep.PutIfAbsent(ctx, rc.bucket, rc.key, body, ssize, meta)
 	} else {
-		oi, err = s.st.Put(ctx, rc.bucket, rc.key, vr, size, meta)
+		oi, err = s.st.Put(ctx, rc.bucket, rc.key, body, ssize, meta)
 	}
 	if err != nil {
 		return vr.bodyError(err)
 	}
 	h := w.Header()
+	sseResponseHeaders(h, oi, r.Header, sseCHdr)
+	oi = plainInfo(oi)
 	h.Set("ETag", `"`+oi.ETag+`"`)
 	setVersionHeader(h, oi, "")
 	for alg, v := range sums {
@@ -177,7 +187,6 @@ func echoTrailerChecksums(h http.Header, r *http.Request) {
 // client asking for encryption or a retention lock must not believe it
 // got one.
 var unsupportedHeaders = []string{
-	"x-amz-server-side-encryption",
 	"x-amz-website-redirect-location",
 }
 

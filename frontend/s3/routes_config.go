@@ -10,6 +10,9 @@ func routeConfig(r *http.Request, bucket, key string) *operation {
 	if bucket == "" || key != "" {
 		return nil
 	}
+	if op := routeEncryption(r, bucket, key); op != nil { // sse_config.go
+		return op
+	}
 	q := r.URL.Query()
 	if _, ok := q["cors"]; ok {
 		switch r.Method {

@@ -64,6 +64,9 @@ type Options struct {
 	Auth Authenticator
 	// Authz authorises requests; required.
 	Authz Authorizer
+	// SSEKeyFile is the SSE-S3 server key's file (created 0600 on first
+	// use; sse.go). "" refuses SSE-S3 with NotImplemented.
+	SSEKeyFile string
 	// LifecycleDay is the length of a "day" for lifecycle rules (default
 	// 24h, or env TRISTORE_LIFECYCLE_DAY): shorter in tests (lifecycle_worker.go).
 	LifecycleDay time.Duration
@@ -123,6 +126,7 @@ type Server struct {
 	hs     []*http.Server
 	closed bool
 	lc     lifecycleWorker
+	sseKey sseKeyCache // sse.go
 }
 
 // New returns a Server over st.

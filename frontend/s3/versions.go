@@ -52,6 +52,7 @@ func versionEntry(p listParams, o store.ObjectInfo) versionEntryXML {
 		return e
 	}
 	e.XMLName.Local = "Version"
+	o = plainInfo(o) // sse.go
 	size := o.Size
 	e.ETag, e.Size, e.StorageClass = `"`+o.ETag+`"`, &size, "STANDARD"
 	return e

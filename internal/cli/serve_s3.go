@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -34,6 +35,15 @@ func init() {
 		},
 		Build: buildS3,
 	})
+}
+
+// sseKeyFile is where the SSE-S3 server key lives: beside the IAM master
+// key under DATA/.tristore (hidden from every view), created 0600 on first use.
+func sseKeyFile(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, ".tristore", "sse", "server.key")
 }
 
 func buildS3(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
@@ -78,5 +88,6 @@ func buildS3(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 		Metrics:        env.Metrics,
 		Auth:           s3.NewSigV4Auth(users, region),
 		Authz:          s3.NewPolicyAuthz(),
+		SSEKeyFile:     sseKeyFile(env.DataDir),
 	})
 }
