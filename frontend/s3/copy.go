@@ -91,11 +91,11 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			return err
 		}
 	}
-	sw, err := s.sseForWrite(ctx, r.Header, rc.bucket) // sse.go
+	sw, err := s.sseForWrite(ctx, r, rc.bucket) // sse.go
 	if err != nil {
 		return err
 	}
-	rd, oi, err := s.getPlain(ctx, nil, r.Header, sseCopyCHdr, sb, sk, svid, 0, -1)
+	rd, oi, err := s.getPlain(ctx, nil, r, sseCopyCHdr, sb, sk, svid, 0, -1)
 	if err != nil {
 		if errors.Is(err, store.ErrDeleteMarker) {
 			return ErrInvalidRequest.withMessage("The source of a copy request may not specifically refer to a delete marker by version id.")
@@ -203,7 +203,7 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 	if err := s.authorize(ctx, rc, "s3:GetObject", sb, sk); err != nil {
 		return err
 	}
-	oi, err := s.statPlain(ctx, nil, r.Header, sseCopyCHdr, sb, sk, svid) // sse.go
+	oi, err := s.statPlain(ctx, nil, r, sseCopyCHdr, sb, sk, svid) // sse.go
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 			return err
 		}
 	}
-	rd, got, err := s.getPlain(ctx, nil, r.Header, sseCopyCHdr, sb, sk, svid, br.off, br.n)
+	rd, got, err := s.getPlain(ctx, nil, r, sseCopyCHdr, sb, sk, svid, br.off, br.n)
 	if err != nil {
 		return err
 	}

@@ -195,9 +195,9 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	if rangeHdr == "" && partStr == "" {
 		// Common case: one store call. HEAD only needs Stat.
 		if head {
-			oi, err = s.statPlain(ctx, w, r.Header, sseCHdr, rc.bucket, rc.key, vid) // sse.go
+			oi, err = s.statPlain(ctx, w, r, sseCHdr, rc.bucket, rc.key, vid) // sse.go
 		} else {
-			rd, oi, err = s.getPlain(ctx, w, r.Header, sseCHdr, rc.bucket, rc.key, vid, 0, -1)
+			rd, oi, err = s.getPlain(ctx, w, r, sseCHdr, rc.bucket, rc.key, vid, 0, -1)
 		}
 		if err != nil {
 			return err
@@ -213,7 +213,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		// The range depends on the size: Stat, resolve, then read that
 		// range and make sure it is still the same object (bounded retries).
 		for attempt := 0; ; attempt++ {
-			oi, err = s.statPlain(ctx, w, r.Header, sseCHdr, rc.bucket, rc.key, vid)
+			oi, err = s.statPlain(ctx, w, r, sseCHdr, rc.bucket, rc.key, vid)
 			if err != nil {
 				return err
 			}
@@ -231,7 +231,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 				break
 			}
 			var got store.ObjectInfo
-			rd, got, err = s.getPlain(ctx, w, r.Header, sseCHdr, rc.bucket, rc.key, vid, br.off, br.n)
+			rd, got, err = s.getPlain(ctx, w, r, sseCHdr, rc.bucket, rc.key, vid, br.off, br.n)
 			if err != nil {
 				return err
 			}

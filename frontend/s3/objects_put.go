@@ -141,7 +141,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		return err
 	}
 	meta.Checksums = sums
-	sw, err := s.sseForWrite(ctx, r.Header, rc.bucket) // sse.go
+	sw, err := s.sseForWrite(ctx, r, rc.bucket) // sse.go
 	if err != nil {
 		return err
 	}

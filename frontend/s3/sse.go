@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,10 +76,14 @@ type customerKey struct {
 // parseCustomerKey reads the SSE-C headers with prefix (the object's or
 // the copy source's); nil when none is present. AWS's checks: algorithm
 // AES256, a 32-byte base64 key, and its MD5 matching.
-func parseCustomerKey(h http.Header, prefix string) (*customerKey, error) {
+func parseCustomerKey(r *http.Request, prefix string) (*customerKey, error) {
+	h := r.Header
 	alg, k64, m64 := h.Get(prefix+"Algorithm"), h.Get(prefix+"Key"), h.Get(prefix+"Key-Md5")
 	if alg == "" && k64 == "" && m64 == "" {
 		return nil, nil
+	}
+	if !secureForKeys(r) {
+		return nil, ErrInvalidRequest.withMessage("Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection.")
 	}
 	if alg == "" {
 		return nil, ErrInvalidArgument.withMessage("Requests specifying Server Side Encryption with Customer provided keys must provide a valid encryption algorithm.")
@@ -97,6 +102,22 @@ func parseCustomerKey(h http.Header, prefix string) (*customerKey, error) {
 	return &customerKey{key: key, md5: m64}, nil
 }
 
+// secureForKeys reports whether r may carry an SSE-C key: over TLS, or
+// from a loopback peer (a key that never leaves the machine). AWS refuses
+// SSE-C over plain HTTP; tristore does too except on loopback, where its
+// tests and local tools talk plain HTTP (docs/s3.md).
+func secureForKeys(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // keyHash is what an SSE-C object keeps to recognise its key.
 func keyHash(salt, key []byte) string {
 	m := hmac.New(sha256.New, salt)
@@ -112,8 +133,9 @@ type sseWrite struct {
 
 // sseForWrite decides from a PUT/Copy's headers, and else the bucket's
 // default encryption, how the new object is encrypted.
-func (s *Server) sseForWrite(ctx context.Context, h http.Header, bucket string) (sseWrite, error) {
-	ck, err := parseCustomerKey(h, sseCHdr)
+func (s *Server) sseForWrite(ctx context.Context, r *http.Request, bucket string) (sseWrite, error) {
+	h := r.Header
+	ck, err := parseCustomerKey(r, sseCHdr)
 	if err != nil {
 		return sseWrite{}, err
 	}
@@ -212,8 +234,8 @@ var errNeedKey = ErrInvalidRequest.withMessage("The object was stored using a fo
 // dataKey checks the reading request's keys against oi (stored info) and
 // returns the data key and nonce prefix of an encrypted object (nil for a
 // plain one).
-func (s *Server) dataKey(oi store.ObjectInfo, h http.Header, prefix string) ([]byte, []byte, error) {
-	ck, err := parseCustomerKey(h, prefix)
+func (s *Server) dataKey(oi store.ObjectInfo, r *http.Request, prefix string) ([]byte, []byte, error) {
+	ck, err := parseCustomerKey(r, prefix)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,12 +280,12 @@ func (s *Server) dataKey(oi store.ObjectInfo, h http.Header, prefix string) ([]b
 
 // statPlain is statObject for HEAD (and copy sources): the reading
 // request's keys are checked and the info is the plaintext's.
-func (s *Server) statPlain(ctx context.Context, w http.ResponseWriter, h http.Header, prefix, bucket, key, vid string) (store.ObjectInfo, error) {
+func (s *Server) statPlain(ctx context.Context, w http.ResponseWriter, r *http.Request, prefix, bucket, key, vid string) (store.ObjectInfo, error) {
 	oi, err := s.statObject(ctx, w, bucket, key, vid)
 	if err != nil {
 		return oi, err
 	}
-	if _, _, err := s.dataKey(oi, h, prefix); err != nil {
+	if _, _, err := s.dataKey(oi, r, prefix); err != nil {
 		return oi, err
 	}
 	return plainInfo(oi), nil
@@ -274,7 +296,7 @@ func (s *Server) statPlain(ctx context.Context, w http.ResponseWriter, h http.He
 // segments the range touches are read, and the first is authenticated
 // before this returns, so a damaged object fails before any header is
 // sent (later segments fail mid-body: the connection is cut).
-func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, h http.Header, prefix, bucket, key, vid string, off, n int64) (io.ReadCloser, store.ObjectInfo, error) {
+func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, r *http.Request, prefix, bucket, key, vid string, off, n int64) (io.ReadCloser, store.ObjectInfo, error) {
 	for attempt := 0; ; attempt++ {
 		var (
 			rd  io.ReadCloser
@@ -315,7 +337,7 @@ func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, h http.Hea
 			}
 			raw = got
 		}
-		dk, np, err := s.dataKey(raw, h, prefix)
+		dk, np, err := s.dataKey(raw, r, prefix)
 		if err != nil || dk == nil {
 			if err != nil {
 				rd.Close()

@@ -1,0 +1,426 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/tristore/tristore/iam"
+	"github.com/tristore/tristore/internal/sse"
+	"github.com/tristore/tristore/store/posix"
+)
+
+// sseEnv is a server over a posix store in dir with SSE-S3 configured
+// (the key where `tristore serve` keeps it) and an aws-sdk-go-v2 client.
+type sseEnv struct {
+	dir string
+	c   *awss3.Client
+	ts  *testServer
+}
+
+func newSSEEnv(t *testing.T) *sseEnv {
+	t.Helper()
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := posix.Open(dir, posix.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := iam.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, secret, _, err := users.EnsureRoot("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(st, Options{AllowAnonymous: true, Log: log, Auth: NewSigV4Auth(users, ""), Authz: NewPolicyAuthz(),
+		ShutdownTimeout: 20 * time.Second, SSEKeyFile: filepath.Join(dir, ".tristore", "sse", "server.key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("Serve did not return after cancel")
+		}
+		st.Close()
+	})
+	url := "http://" + ln.Addr().String()
+	c := awss3.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(u.AccessKey, secret, "")},
+		func(o *awss3.Options) {
+			o.BaseEndpoint = aws.String(url)
+			o.UsePathStyle = true
+			o.RetryMaxAttempts = 1
+		})
+	if _, err := c.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("enc")}); err != nil {
+		t.Fatal(err)
+	}
+	return &sseEnv{dir: dir, c: c, ts: &testServer{url: url, srv: srv, st: st}}
+}
+
+// pattern is plaintext no two 64-byte windows of which are alike, so a
+// window found on disk can only be a copy of the plaintext.
+func pattern(n int) []byte {
+	b := make([]byte, 0, n+16)
+	for i := 0; len(b) < n; i++ {
+		b = append(b, []byte(hex.EncodeToString([]byte{byte(i >> 16), byte(i >> 8), byte(i)}))...)
+		b = append(b, '.', ' ')
+	}
+	return b[:n]
+}
+
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// noPlaintextOnDisk fails if any 64-byte window of plain is in any file
+// under the data tree, and returns the object file's bytes.
+func (e *sseEnv) noPlaintextOnDisk(t *testing.T, plain []byte, key string) []byte {
+	t.Helper()
+	err := filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for off := 0; off+64 <= len(plain); off += 4096 {
+			if bytes.Contains(b, plain[off:off+64]) {
+				t.Errorf("%s holds plaintext (from offset %d)", p, off)
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "enc", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (e *sseEnv) get(t *testing.T, in *awss3.GetObjectInput) ([]byte, *awss3.GetObjectOutput, error) {
+	t.Helper()
+	in.Bucket = aws.String("enc")
+	out, err := e.c.GetObject(context.Background(), in)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	return b, out, err
+}
+
+// TestSSES3RoundTrip: an SSE-S3 object is stored encrypted (no plaintext
+// anywhere in the tree, the layout's size, mode 0600) and read back whole,
+// by ranges across segment boundaries, listed with its plaintext size and
+// MD5 ETag; a flipped byte on disk fails the read instead of giving
+// wrong bytes.
+func TestSSES3RoundTrip(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	plain := pattern(3*sse.SegSize + 1234)
+	sum := md5.Sum(plain)
+	etag := `"` + hex.EncodeToString(sum[:]) + `"`
+	put, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("dir/obj"),
+		Body: bytes.NewReader(plain), ServerSideEncryption: types.ServerSideEncryptionAes256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if put.ServerSideEncryption != types.ServerSideEncryptionAes256 || aws.ToString(put.ETag) != etag {
+		t.Errorf("PUT answered SSE %q ETag %s, want AES256 %s", put.ServerSideEncryption, aws.ToString(put.ETag), etag)
+	}
+	stored := e.noPlaintextOnDisk(t, plain, "dir/obj")
+	if int64(len(stored)) != sse.CipherSize(int64(len(plain))) {
+		t.Errorf("stored %d bytes, want %d", len(stored), sse.CipherSize(int64(len(plain))))
+	}
+	if st, _ := os.Stat(filepath.Join(e.dir, "enc", "dir/obj")); st.Mode().Perm() != 0o600 {
+		t.Errorf("encrypted file mode %v, want 0600", st.Mode())
+	}
+	if st, err := os.Stat(filepath.Join(e.dir, ".tristore", "sse", "server.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("server key file: %v", err)
+	}
+	got, out, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj")})
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("GET: %v (equal %v)", err, bytes.Equal(got, plain))
+	}
+	if out.ServerSideEncryption != types.ServerSideEncryptionAes256 || aws.ToString(out.ETag) != etag || aws.ToInt64(out.ContentLength) != int64(len(plain)) {
+		t.Errorf("GET headers: SSE %q ETag %s length %d", out.ServerSideEncryption, aws.ToString(out.ETag), aws.ToInt64(out.ContentLength))
+	}
+	for _, rg := range [][2]int{{0, 0}, {sse.SegSize - 3, sse.SegSize + 2}, {100, 2*sse.SegSize + 5}, {3 * sse.SegSize, len(plain) - 1}, {len(plain) - 1, len(plain) - 1}} {
+		got, out, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj"), Range: aws.String("bytes=" + itoa(rg[0]) + "-" + itoa(rg[1]))})
+		if err != nil || !bytes.Equal(got, plain[rg[0]:rg[1]+1]) {
+			t.Fatalf("range %v: %v (got %d bytes)", rg, err, len(got))
+		}
+		if want := "bytes " + itoa(rg[0]) + "-" + itoa(rg[1]) + "/" + itoa(len(plain)); aws.ToString(out.ContentRange) != want {
+			t.Errorf("Content-Range %q, want %q", aws.ToString(out.ContentRange), want)
+		}
+	}
+	head, err := e.c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("enc"), Key: aws.String("dir/obj")})
+	if err != nil || aws.ToInt64(head.ContentLength) != int64(len(plain)) || head.ServerSideEncryption != types.ServerSideEncryptionAes256 {
+		t.Fatalf("HEAD: %v %+v", err, head)
+	}
+	list, err := e.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("enc")})
+	if err != nil || len(list.Contents) != 1 || aws.ToInt64(list.Contents[0].Size) != int64(len(plain)) || aws.ToString(list.Contents[0].ETag) != etag {
+		t.Fatalf("list: %v %+v", err, list.Contents)
+	}
+	// A copy without SSE headers into a bucket without default
+	// encryption is plain again, with the same bytes.
+	if _, err := e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("enc"), Key: aws.String("plain-copy"), CopySource: aws.String("enc/dir/obj")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.dir, "enc", "plain-copy")); !bytes.Equal(b, plain) {
+		t.Error("a copy of an SSE-S3 object to a plain one is not the plaintext")
+	}
+
+	// Tamper: one flipped byte in the second segment.
+	p := filepath.Join(e.dir, "enc", "dir/obj")
+	stored[sse.SegSize+sse.TagSize+7] ^= 0x40
+	if err := os.WriteFile(p, stored, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj"), Range: aws.String("bytes=70000-70010")})
+	if httpStatus(err) != 500 || apiCode(err) != "InternalError" {
+		t.Errorf("ranged GET of a tampered segment: %v, want 500 InternalError", err)
+	}
+	got, _, err = e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj")})
+	if err == nil {
+		t.Errorf("whole GET of a tampered object succeeded (equal to the plaintext: %v)", bytes.Equal(got, plain))
+	}
+	// The first segment is intact: a range inside it still reads.
+	if got, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj"), Range: aws.String("bytes=0-99")}); err != nil || !bytes.Equal(got, plain[:100]) {
+		t.Errorf("intact first segment: %v", err)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// ssec is one customer key in the SDK's form.
+type ssec struct{ key, md5 string }
+
+func newSSEC(seed byte) ssec {
+	k := bytes.Repeat([]byte{seed}, 32)
+	m := md5.Sum(k)
+	return ssec{base64.StdEncoding.EncodeToString(k), base64.StdEncoding.EncodeToString(m[:])}
+}
+
+// TestSSECustomerKey: SSE-C objects need their key to be read (400
+// without, 403 with another), bad keys are refused on PUT, ranged reads
+// work, a copy re-encrypts under the destination's key, and the key is
+// nowhere in the tree.
+func TestSSECustomerKey(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	k1, k2 := newSSEC(1), newSSEC(2)
+	plain := pattern(2*sse.SegSize + 99)
+	put, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("c"), Body: bytes.NewReader(plain),
+		SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(k1.key), SSECustomerKeyMD5: aws.String(k1.md5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(put.SSECustomerAlgorithm) != "AES256" || aws.ToString(put.SSECustomerKeyMD5) != k1.md5 {
+		t.Errorf("PUT answered %q %q", aws.ToString(put.SSECustomerAlgorithm), aws.ToString(put.SSECustomerKeyMD5))
+	}
+	e.noPlaintextOnDisk(t, plain, "c")
+	raw, _ := base64.StdEncoding.DecodeString(k1.key)
+	filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, raw) || bytes.Contains(b, []byte(k1.key)) || bytes.Contains(b, []byte(k1.md5)) {
+				t.Errorf("%s holds the customer key or its MD5", p)
+			}
+		}
+		return nil
+	})
+	withKey := func(k ssec, in *awss3.GetObjectInput) *awss3.GetObjectInput {
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String("AES256"), aws.String(k.key), aws.String(k.md5)
+		return in
+	}
+	got, out, err := e.get(t, withKey(k1, &awss3.GetObjectInput{Key: aws.String("c")}))
+	if err != nil || !bytes.Equal(got, plain) || aws.ToString(out.SSECustomerKeyMD5) != k1.md5 {
+		t.Fatalf("GET with the key: %v", err)
+	}
+	got, _, err = e.get(t, withKey(k1, &awss3.GetObjectInput{Key: aws.String("c"), Range: aws.String("bytes=65000-131100")}))
+	if err != nil || !bytes.Equal(got, plain[65000:131101]) {
+		t.Fatalf("ranged GET with the key: %v", err)
+	}
+	if _, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("c")}); httpStatus(err) != 400 || apiCode(err) != "InvalidRequest" {
+		t.Errorf("GET without the key: %v, want 400 InvalidRequest", err)
+	}
+	if _, err := e.c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("enc"), Key: aws.String("c")}); httpStatus(err) != 400 {
+		t.Errorf("HEAD without the key: %v, want 400", err)
+	}
+	if _, _, err := e.get(t, withKey(k2, &awss3.GetObjectInput{Key: aws.String("c")})); httpStatus(err) != 403 || apiCode(err) != "AccessDenied" {
+		t.Errorf("GET with another key: %v, want 403 AccessDenied", err)
+	}
+	bad := []struct {
+		name string
+		k    ssec
+	}{
+		{"MD5 mismatch", ssec{k1.key, k2.md5}},
+		{"16-byte key", ssec{base64.StdEncoding.EncodeToString(make([]byte, 16)), func() string { m := md5.Sum(make([]byte, 16)); return base64.StdEncoding.EncodeToString(m[:]) }()}},
+	}
+	for _, b := range bad {
+		_, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("bad"), Body: strings.NewReader("x"),
+			SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(b.k.key), SSECustomerKeyMD5: aws.String(b.k.md5)})
+		if httpStatus(err) != 400 || apiCode(err) != "InvalidArgument" {
+			t.Errorf("%s: %v, want 400 InvalidArgument", b.name, err)
+		}
+	}
+	if _, err := e.c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("enc"), Key: aws.String("bad")}); httpStatus(err) != 404 {
+		t.Errorf("a refused PUT stored something: %v", err)
+	}
+	// Copy from key 1 to key 2.
+	cp, err := e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("enc"), Key: aws.String("c2"), CopySource: aws.String("enc/c"),
+		CopySourceSSECustomerAlgorithm: aws.String("AES256"), CopySourceSSECustomerKey: aws.String(k1.key), CopySourceSSECustomerKeyMD5: aws.String(k1.md5),
+		SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(k2.key), SSECustomerKeyMD5: aws.String(k2.md5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(cp.SSECustomerKeyMD5) != k2.md5 {
+		t.Errorf("copy answered key MD5 %q", aws.ToString(cp.SSECustomerKeyMD5))
+	}
+	if got, _, err := e.get(t, withKey(k2, &awss3.GetObjectInput{Key: aws.String("c2")})); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("GET of the copy with key 2: %v", err)
+	}
+	if _, _, err := e.get(t, withKey(k1, &awss3.GetObjectInput{Key: aws.String("c2")})); httpStatus(err) != 403 {
+		t.Errorf("GET of the copy with key 1: %v, want 403", err)
+	}
+	// A copy without the source key is refused.
+	_, err = e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("enc"), Key: aws.String("c3"), CopySource: aws.String("enc/c")})
+	if httpStatus(err) != 400 {
+		t.Errorf("copy without the source key: %v, want 400", err)
+	}
+	// Listings show the plaintext size.
+	list, err := e.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("enc"), Prefix: aws.String("c")})
+	if err != nil || len(list.Contents) != 2 || aws.ToInt64(list.Contents[0].Size) != int64(len(plain)) {
+		t.Fatalf("list: %v %+v", err, list.Contents)
+	}
+}
+
+// TestSSEBucketDefault: GetBucketEncryption answers not found until a
+// configuration is put; with AES256 as default a plain PUT is stored
+// encrypted, a multipart upload is refused (not stored in the clear), and
+// DeleteBucketEncryption ends it.
+func TestSSEBucketDefault(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	b := aws.String("enc")
+	if _, err := e.c.GetBucketEncryption(ctx, &awss3.GetBucketEncryptionInput{Bucket: b}); httpStatus(err) != 404 || apiCode(err) != "ServerSideEncryptionConfigurationNotFoundError" {
+		t.Fatalf("GetBucketEncryption unset: %v", err)
+	}
+	cfg := &types.ServerSideEncryptionConfiguration{Rules: []types.ServerSideEncryptionRule{{
+		ApplyServerSideEncryptionByDefault: &types.ServerSideEncryptionByDefault{SSEAlgorithm: types.ServerSideEncryptionAes256}}}}
+	if _, err := e.c.PutBucketEncryption(ctx, &awss3.PutBucketEncryptionInput{Bucket: b, ServerSideEncryptionConfiguration: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.c.GetBucketEncryption(ctx, &awss3.GetBucketEncryptionInput{Bucket: b})
+	if err != nil || len(got.ServerSideEncryptionConfiguration.Rules) != 1 ||
+		got.ServerSideEncryptionConfiguration.Rules[0].ApplyServerSideEncryptionByDefault.SSEAlgorithm != types.ServerSideEncryptionAes256 {
+		t.Fatalf("GetBucketEncryption: %v %+v", err, got)
+	}
+	kms := &types.ServerSideEncryptionConfiguration{Rules: []types.ServerSideEncryptionRule{{
+		ApplyServerSideEncryptionByDefault: &types.ServerSideEncryptionByDefault{SSEAlgorithm: types.ServerSideEncryptionAwsKms}}}}
+	if _, err := e.c.PutBucketEncryption(ctx, &awss3.PutBucketEncryptionInput{Bucket: b, ServerSideEncryptionConfiguration: kms}); httpStatus(err) != 501 {
+		t.Errorf("aws:kms default: %v, want 501", err)
+	}
+	wantErr(t, e.ts.do(t, "PUT", "/enc?encryption", []byte("<ServerSideEncryptionConfiguration><Rule>"), nil), 400, "MalformedXML")
+	plain := pattern(100000)
+	put, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: aws.String("d"), Body: bytes.NewReader(plain)})
+	if err != nil || put.ServerSideEncryption != types.ServerSideEncryptionAes256 {
+		t.Fatalf("plain PUT into a default-encrypted bucket: %v SSE %q", err, put.ServerSideEncryption)
+	}
+	e.noPlaintextOnDisk(t, plain, "d")
+	if g, out, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("d")}); err != nil || !bytes.Equal(g, plain) || out.ServerSideEncryption != types.ServerSideEncryptionAes256 {
+		t.Fatalf("GET: %v", err)
+	}
+	if _, err := e.c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp")}); httpStatus(err) != 501 {
+		t.Errorf("multipart into a default-encrypted bucket: %v, want 501", err)
+	}
+	if _, err := e.c.DeleteBucketEncryption(ctx, &awss3.DeleteBucketEncryptionInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.GetBucketEncryption(ctx, &awss3.GetBucketEncryptionInput{Bucket: b}); httpStatus(err) != 404 {
+		t.Errorf("after delete: %v", err)
+	}
+	if put, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: aws.String("p"), Body: bytes.NewReader(plain)}); err != nil || put.ServerSideEncryption != "" {
+		t.Errorf("PUT after the default was deleted: %v SSE %q", err, put.ServerSideEncryption)
+	}
+}
+
+// TestSSEVersioned: encrypted versions of a versioned key each read back
+// by version ID; the older one stays encrypted in the hidden versions area.
+func TestSSEVersioned(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	b := aws.String("enc")
+	if _, err := e.c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := pattern(70000), bytes.ToUpper(pattern(90000))
+	var ids []string
+	for _, body := range [][]byte{v1, v2} {
+		out, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: aws.String("v"), Body: bytes.NewReader(body), ServerSideEncryption: types.ServerSideEncryptionAes256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, aws.ToString(out.VersionId))
+	}
+	for i, body := range [][]byte{v1, v2} {
+		got, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("v"), VersionId: aws.String(ids[i]), Range: aws.String("bytes=65530-65600")})
+		if err != nil || !bytes.Equal(got, body[65530:65601]) {
+			t.Fatalf("version %d: %v", i, err)
+		}
+	}
+	e.noPlaintextOnDisk(t, v1, "v")
+	e.noPlaintextOnDisk(t, v2, "v")
+	lv, err := e.c.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: b})
+	if err != nil || len(lv.Versions) != 2 || aws.ToInt64(lv.Versions[1].Size) != int64(len(v1)) {
+		t.Fatalf("versions: %v %+v", err, lv.Versions)
+	}
+}
