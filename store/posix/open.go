@@ -78,6 +78,7 @@ type Backend struct {
 	// keeps sorted directory snapshots for listings (dircache.go).
 	hidden hiddenIndex
 	dirs   dirCache
+	vers   versionIndex // versions_index.go
 
 	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once

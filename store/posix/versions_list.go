@@ -3,8 +3,11 @@ package posix
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
 )
@@ -12,8 +15,13 @@ import (
 // ListVersions lists versions and delete markers in key order, newest
 // first within a key, merging the current objects (the ordinary listing,
 // which pages through the tree) with the keys that have older versions
-// (read from the versions area on each call: its cost grows with the
-// number of versioned keys, not with the page).
+// (the bucket's version index, versions_index.go). Both are entered at the
+// page's start and read no further than the page needs: the listing is
+// asked for one more item than the page still has room for, the index is
+// entered by binary search and skips a common prefix's keys once it is
+// emitted, and each key's versions come from a sorted snapshot of its
+// directory, one record read per version returned. So a page costs in
+// proportion to the page, not to the bucket (TestListVersionsCostBoundedByPage).
 func (b *Backend) ListVersions(ctx context.Context, bucket string, opts store.ListVersionsOptions) (store.ListVersionsResult, error) {
 	var res store.ListVersionsResult
 	if err := validBucket(bucket); err != nil {
@@ -29,7 +37,7 @@ func (b *Backend) ListVersions(ctx context.Context, bucket string, opts store.Li
 	if opts.VersionIDMarker != "" && !validVersionID(opts.VersionIDMarker) {
 		return res, fmt.Errorf("%w: version-id-marker %q", store.ErrInvalidVersion, opts.VersionIDMarker)
 	}
-	vkeys, err := b.versionedKeys(bucket)
+	vkeys, err := b.versionKeys(bucket)
 	if err != nil {
 		return res, err
 	}
@@ -47,43 +55,21 @@ func (b *Backend) ListVersions(ctx context.Context, bucket string, opts store.Li
 		return opts.Delimiter != "" && strings.HasSuffix(item, opts.Delimiter) && groupOf(item) == item &&
 			len(item) > len(opts.Prefix)
 	}
-	// The versioned keys as items (keys or common prefixes), sorted, unique.
-	var vitems []string
-	for _, k := range vkeys {
-		if !strings.HasPrefix(k, opts.Prefix) {
-			continue
-		}
-		it := groupOf(k)
-		if len(vitems) == 0 || vitems[len(vitems)-1] != it {
-			vitems = append(vitems, it)
-		}
-	}
-	sort.Strings(vitems)
-	vitems = dedupSorted(vitems)
 
 	count := 0
 	full := func() bool { return count >= limit }
 	var lastKey, lastVer string
-	// emitKey adds the versions of key (after the version marker when
-	// skipAfter is set); it stops at the limit and reports truncation.
+	// emitKey adds the versions of key (after version skipAfter when set);
+	// it stops at the limit and reports truncation.
 	emitKey := func(key string, skipAfter string) (bool, error) {
-		vs, err := b.keyVersions(ctx, bucket, key)
+		vs, found, err := b.keyVersionsPage(ctx, bucket, key, skipAfter, limit-count+1)
 		if err != nil {
 			return false, err
 		}
-		start := 0
-		if skipAfter != "" {
-			start = -1
-			for i, v := range vs {
-				if verID(v.VersionID) == skipAfter {
-					start = i + 1
-				}
-			}
-			if start < 0 {
-				return false, fmt.Errorf("%w: version-id-marker %q is not a version of %q", store.ErrInvalidVersion, skipAfter, key)
-			}
+		if !found {
+			return false, fmt.Errorf("%w: version-id-marker %q is not a version of %q", store.ErrInvalidVersion, skipAfter, key)
 		}
-		for _, v := range vs[start:] {
+		for _, v := range vs {
 			if full() {
 				res.IsTruncated = true
 				return true, nil
@@ -100,17 +86,50 @@ func (b *Backend) ListVersions(ctx context.Context, bucket string, opts store.Li
 			return b.finishVersions(res, lastKey, lastVer), err
 		}
 	}
-	// Merge the current listing (paged) with vitems, both above after.
-	vi := sort.SearchStrings(vitems, after)
-	for vi < len(vitems) && vitems[vi] <= after {
-		vi++
+	// The versioned keys as items above after, lazily: vi is the next key
+	// to look at; a group at or below after is skipped whole.
+	vi := sort.SearchStrings(vkeys, max(opts.Prefix, after))
+	skipGroup := func(it string) {
+		if e := afterPrefix(it); e != "" {
+			vi = sort.SearchStrings(vkeys, e)
+		} else {
+			vi = len(vkeys)
+		}
 	}
+	peekV := func() (string, bool) {
+		for vi < len(vkeys) {
+			k := vkeys[vi]
+			if !strings.HasPrefix(k, opts.Prefix) {
+				vi = len(vkeys)
+				break
+			}
+			it := groupOf(k)
+			if it > after {
+				return it, true
+			}
+			if it != k {
+				skipGroup(it)
+			} else {
+				vi++
+			}
+		}
+		return "", false
+	}
+	takeV := func(it string) {
+		if isPrefix(it) {
+			skipGroup(it)
+		} else {
+			vi++
+		}
+	}
+	// Merge the current listing (paged, no more than the page needs) with
+	// the versioned keys, both above after.
 	var page []string
 	pageTrunc, pageAfter := true, after
 	pi := 0
-	for range 1 << 20 {
+	for range 1 << 22 {
 		if pi >= len(page) && pageTrunc {
-			lr, err := b.List(ctx, bucket, store.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter, After: pageAfter, Limit: 1000})
+			lr, err := b.List(ctx, bucket, store.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter, After: pageAfter, Limit: min(limit-count+1, 1000)})
 			if err != nil {
 				return res, err
 			}
@@ -122,17 +141,18 @@ func (b *Backend) ListVersions(ctx context.Context, bucket string, opts store.Li
 			sort.Strings(page)
 			pi, pageTrunc, pageAfter = 0, lr.IsTruncated, lr.NextAfter
 		}
+		vit, vok := peekV()
 		var item string
 		switch {
-		case pi < len(page) && (vi >= len(vitems) || page[pi] <= vitems[vi]):
+		case pi < len(page) && (!vok || page[pi] <= vit):
 			item = page[pi]
 			pi++
-			if vi < len(vitems) && vitems[vi] == item {
-				vi++
+			if vok && vit == item {
+				takeV(vit)
 			}
-		case vi < len(vitems):
-			item = vitems[vi]
-			vi++
+		case vok:
+			item = vit
+			takeV(vit)
 		default:
 			return b.finishVersions(res, lastKey, lastVer), nil
 		}
@@ -170,36 +190,122 @@ func dedupSorted(s []string) []string {
 	return out
 }
 
-// keyVersions returns every version of key, newest first: the current
-// file (latest) and then the versions directory (minus the current's
-// duplicate left by a crash).
-func (b *Backend) keyVersions(ctx context.Context, bucket, key string) ([]store.ObjectInfo, error) {
+// keyVersionsPage returns up to n versions of key, newest first: the
+// current file (latest) and then the versions directory (minus the
+// current's duplicate left by a crash), starting after version afterID
+// ("" = from the latest); found reports whether afterID is a version of
+// key. Version IDs sort by age (their first 16 hex digits are the
+// creation sequence), so the directory's sorted snapshot walked backwards
+// is newest first; only the null version's place needs its record. One
+// record is read per entry returned (and per incomplete entry passed).
+func (b *Backend) keyVersionsPage(ctx context.Context, bucket, key, afterID string, n int) ([]store.ObjectInfo, bool, error) {
 	loc, err := b.check(bucket, key)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []store.ObjectInfo
+	found := afterID == ""
 	cf, _, cst, crec, ok, err := b.current(ctx, loc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	curID := ""
 	if ok {
 		cf.Close()
-		out = append(out, b.versionInfo(loc, &cst, crec, true))
 		curID = verID(crec.VersionID)
+		switch {
+		case afterID == "":
+			out = append(out, b.versionInfo(loc, &cst, crec, true))
+		case afterID == curID:
+			found = true
+		}
 	}
-	vs, err := b.readVersions(bucket, key)
+	dir := b.versionDir(bucket, key)
+	snap, exists, err := b.snapshot(dir, false)
 	if err != nil {
-		return nil, err
+		return nil, false, fsErr(err)
 	}
-	for _, e := range vs {
-		if e.id == curID {
+	if !exists {
+		return out, found, nil
+	}
+	items := snap.items
+	// entry reads and checks one file of the directory.
+	entry := func(name string) (verEntry, bool) {
+		e := verEntry{id: name, path: filepath.Join(dir, name)}
+		if unix.Lstat(e.path, &e.st) != nil || e.st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return e, false
+		}
+		e.rec = b.readRecord(e.path, nil, e.st.Ino)
+		return e, e.rec != nil && e.rec.Key == key && verID(e.rec.VersionID) == name
+	}
+	// IDs sort below "null" ('n' is above every hex digit).
+	hexEnd := sort.Search(len(items), func(j int) bool { return items[j].sk >= nullVersion })
+	var null verEntry
+	hasNull := false
+	if hexEnd < len(items) && items[hexEnd].sk == nullVersion && nullVersion != curID {
+		null, hasNull = entry(nullVersion)
+	}
+	i := hexEnd - 1 // next ID entry, walking down (newer to older)
+	nullPending := hasNull
+	if afterID != "" && !found {
+		switch {
+		case afterID == nullVersion:
+			found = hasNull
+			i = sort.Search(hexEnd, func(j int) bool { return items[j].sk >= fmt.Sprintf("%016x", null.seq()) }) - 1
+			nullPending = false
+		default:
+			j := sort.Search(hexEnd, func(j int) bool { return items[j].sk >= afterID })
+			if j < hexEnd && items[j].sk == afterID && afterID != curID {
+				_, found = entry(afterID)
+			}
+			i = j - 1
+			if s, ok := idSeq(afterID); ok && hasNull {
+				nullPending = null.seq() < s
+			}
+		}
+		if !found {
+			return nil, false, nil
+		}
+	}
+	next := func() (string, bool) {
+		for i >= 0 && (items[i].isDir || !validVersionID(items[i].sk)) {
+			i--
+		}
+		if nullPending {
+			s := int64(-1 << 63)
+			if i >= 0 {
+				s, _ = idSeq(items[i].sk)
+			}
+			if null.seq() > s {
+				nullPending = false
+				return nullVersion, true
+			}
+		}
+		if i < 0 {
+			return "", false
+		}
+		name := items[i].sk
+		i--
+		return name, true
+	}
+	for len(out) < n {
+		name, more := next()
+		if !more {
+			break
+		}
+		if name == curID {
+			continue
+		}
+		e, valid := null, true
+		if name != nullVersion {
+			e, valid = entry(name)
+		}
+		if !valid {
 			continue
 		}
 		oi := e.info(bucket, key)
-		oi.IsLatest = len(out) == 0
+		oi.IsLatest = !ok && afterID == "" && len(out) == 0
 		out = append(out, oi)
 	}
-	return out, nil
+	return out, found, nil
 }
