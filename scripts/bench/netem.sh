@@ -60,6 +60,7 @@ declare -A LINK=(
   [realistic]="--preset realistic"
   [unlimited-1ms-pkt]="--rate 0 --delay 1ms --offload=false"
   [100mbit-25ms-pkt]="--rate 100mbit --delay 25ms --jitter 10ms --loss 0.1% --offload=false"
+  [realistic-pkt]="--preset realistic --offload=false"
 )
 declare -A LABEL=(
   [unlimited-0ms]="unlimited rate, 0 ms"
@@ -69,10 +70,11 @@ declare -A LABEL=(
   [realistic]="realistic preset"
   [unlimited-1ms-pkt]="unlimited rate, 1 ms one way, --offload=false"
   [100mbit-25ms-pkt]="100 Mbit/s, 25 ms one way, σ 10 ms, 0.1 % loss, --offload=false"
+  [realistic-pkt]="realistic preset, --offload=false"
 )
 # The -pkt links forward packet by packet (no TUN offloads), for the
 # before/after of the offload within one run.
-ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic unlimited-1ms-pkt 100mbit-25ms-pkt)
+ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic unlimited-1ms-pkt 100mbit-25ms-pkt realistic-pkt)
 
 bench_machine "sudo scripts/bench/netem.sh $ROUNDS $DUR" -ours forwarder \
   -peer "iperf3=$(iperf3 --version 2>&1 | awk 'NR == 1 { print $2 }') (traffic source only)" \
