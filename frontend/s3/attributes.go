@@ -70,6 +70,7 @@ func (s *Server) getObjectAttributes(w http.ResponseWriter, r *http.Request, rc 
 	if err != nil {
 		return err
 	}
+	oi = plainInfo(oi) // sse.go: an encrypted object's plaintext size and ETag
 	if err := checkPreconditions(r.Header, "", oi, false); err != nil {
 		return err
 	}

@@ -285,6 +285,7 @@ func (ru *lcRule) resolve() error {
 
 // matches reports whether object oi falls under the rule's filter.
 func (ru *lcRule) matches(oi store.ObjectInfo) bool {
+	oi = plainInfo(oi) // sse.go: size filters see the plaintext size
 	if !strings.HasPrefix(oi.Key, ru.prefix) {
 		return false
 	}

@@ -57,7 +57,7 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err != nil {
 		return err
 	}
-	if err := s.refuseMultipartSSE(r.Context(), r.Header, rc.bucket); err != nil { // sse_config.go
+	if err := s.refuseUnencrypted(r.Context(), r.Header, rc.bucket, "multipart uploads"); err != nil { // sse_config.go
 		return err
 	}
 	meta, err := s.metaFromRequest(r.Header, rc)

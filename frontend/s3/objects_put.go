@@ -120,6 +120,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 			return ErrNotImplemented.withMessage("If-None-Match on PUT accepts only *")
 		}
 		oi, err := s.st.Stat(ctx, rc.bucket, rc.key)
+		oi = plainInfo(oi) // sse.go: the ETag clients were given
 		switch {
 		case err == nil:
 			if inm == "*" || !etagMatches(im, oi.ETag) {

@@ -336,7 +336,7 @@ func (s *Server) postObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			h.Set(lname, v)
 		case strings.HasPrefix(lname, "x-amz-server-side-encryption"), strings.HasPrefix(lname, "x-amz-object-lock-"),
 			lname == "x-amz-website-redirect-location":
-			h.Set(lname, v) // refused by metaFromRequest's unsupported-header check if this server lacks them
+			h.Set(lname, v) // refused below (refuseUnencrypted, metaFromRequest's unsupported-header check)
 		}
 	}
 	if h.Get("Content-Type") == "" && form.fileType != "" {
@@ -348,6 +348,9 @@ func (s *Server) postObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	rc.cond = conditionContext(cr, id, now)
 	rc.cond["s3:authtype"] = []string{"POST"}
 	if err := s.authorize(ctx, rc, "s3:PutObject", rc.bucket, key); err != nil {
+		return err
+	}
+	if err := s.refuseUnencrypted(ctx, h, rc.bucket, "POST Object"); err != nil { // sse_config.go
 		return err
 	}
 	meta, err := s.metaFromRequest(h, rc)

@@ -142,13 +142,14 @@ func (s *Server) deleteBucketEncryption(w http.ResponseWriter, r *http.Request, 
 	return nil
 }
 
-// refuseMultipartSSE: multipart objects are not encrypted by this server,
-// so an upload asking for encryption, or into a bucket whose default is
-// encryption, is refused rather than stored in the clear.
-func (s *Server) refuseMultipartSSE(ctx context.Context, h http.Header, bucket string) error {
+// refuseUnencrypted is for the writes this server does not encrypt
+// (what: "multipart uploads", "POST Object"): one asking for encryption,
+// or into a bucket whose default is encryption, is refused rather than
+// stored in the clear.
+func (s *Server) refuseUnencrypted(ctx context.Context, h http.Header, bucket, what string) error {
 	for k := range h {
 		if strings.HasPrefix(strings.ToLower(k), "x-amz-server-side-encryption") {
-			return ErrNotImplemented.withMessage("Server-side encryption of multipart uploads is not supported by this server")
+			return ErrNotImplemented.withMessage("Server-side encryption of " + what + " is not supported by this server")
 		}
 	}
 	def, err := s.bucketDefaultSSE(ctx, bucket)
@@ -156,7 +157,7 @@ func (s *Server) refuseMultipartSSE(ctx context.Context, h http.Header, bucket s
 		return err
 	}
 	if def != "" {
-		return ErrNotImplemented.withMessage("This bucket's default encryption applies to multipart uploads, which this server does not encrypt: upload in one PUT (up to 5 GiB)")
+		return ErrNotImplemented.withMessage("This bucket's default encryption applies to " + what + ", which this server does not encrypt: upload in one PUT (up to 5 GiB)")
 	}
 	return nil
 }

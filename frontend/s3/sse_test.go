@@ -32,9 +32,10 @@ import (
 // sseEnv is a server over a posix store in dir with SSE-S3 configured
 // (the key where `tristore serve` keeps it) and an aws-sdk-go-v2 client.
 type sseEnv struct {
-	dir string
-	c   *awss3.Client
-	ts  *testServer
+	dir        string
+	c          *awss3.Client
+	ts         *testServer
+	ak, secret string
 }
 
 func newSSEEnv(t *testing.T) *sseEnv {
@@ -84,7 +85,7 @@ func newSSEEnv(t *testing.T) *sseEnv {
 	if _, err := c.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("enc")}); err != nil {
 		t.Fatal(err)
 	}
-	return &sseEnv{dir: dir, c: c, ts: &testServer{url: url, srv: srv, st: st}}
+	return &sseEnv{dir: dir, c: c, ts: &testServer{url: url, srv: srv, st: st}, ak: u.AccessKey, secret: secret}
 }
 
 // pattern is plaintext no two 64-byte windows of which are alike, so a
@@ -209,6 +210,11 @@ func TestSSES3RoundTrip(t *testing.T) {
 	if err != nil || len(list.Contents) != 1 || aws.ToInt64(list.Contents[0].Size) != int64(len(plain)) || aws.ToString(list.Contents[0].ETag) != etag {
 		t.Fatalf("list: %v %+v", err, list.Contents)
 	}
+	// If-Match compares the ETag clients were given (the plaintext's MD5).
+	if _, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("dir/obj"), IfMatch: aws.String(etag),
+		Body: bytes.NewReader(plain), ServerSideEncryption: types.ServerSideEncryptionAes256}); err != nil {
+		t.Fatalf("PUT If-Match with the plaintext ETag: %v", err)
+	}
 	// A copy without SSE headers into a bucket without default
 	// encryption is plain again, with the same bytes.
 	if _, err := e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("enc"), Key: aws.String("plain-copy"), CopySource: aws.String("enc/dir/obj")}); err != nil {
@@ -220,6 +226,10 @@ func TestSSES3RoundTrip(t *testing.T) {
 
 	// Tamper: one flipped byte in the second segment.
 	p := filepath.Join(e.dir, "enc", "dir/obj")
+	stored, err = os.ReadFile(p) // the If-Match PUT rewrote it
+	if err != nil {
+		t.Fatal(err)
+	}
 	stored[sse.SegSize+sse.TagSize+7] ^= 0x40
 	if err := os.WriteFile(p, stored, 0o600); err != nil {
 		t.Fatal(err)
@@ -380,6 +390,15 @@ func TestSSEBucketDefault(t *testing.T) {
 	}
 	if _, err := e.c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp")}); httpStatus(err) != 501 {
 		t.Errorf("multipart into a default-encrypted bucket: %v, want 501", err)
+	}
+	// POST Object is not encrypted here: refused, not stored in the clear.
+	auth := signedPolicy(t, e.ak, e.secret, time.Now().Add(time.Hour), []any{map[string]string{"bucket": "enc"}, []any{"starts-with", "$key", ""}})
+	auth["key"] = "posted"
+	if r := sendPostForm(t, e.ts.url+"/enc", keysOf(auth), auth, "f.txt", bytes.NewReader(plain)); r.status != 501 {
+		t.Errorf("POST Object into a default-encrypted bucket: %d %s, want 501", r.status, r.body)
+	}
+	if _, err := e.c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("posted")}); httpStatus(err) != 404 {
+		t.Errorf("the refused POST stored something: %v", err)
 	}
 	if _, err := e.c.DeleteBucketEncryption(ctx, &awss3.DeleteBucketEncryptionInput{Bucket: b}); err != nil {
 		t.Fatal(err)
