@@ -130,7 +130,7 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return err
 	}
 	encrypted := oi.Meta.Encryption != nil || sw.mode != ""
-	body, ssize, err := s.encryptBody(sw, rd, oi.Size, &meta)
+	body, ssize, err := s.encryptBody(ctx, sw, rc.bucket, rc.key, rd, oi.Size, &meta)
 	if err != nil {
 		return err
 	}

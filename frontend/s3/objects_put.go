@@ -146,7 +146,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	if err != nil {
 		return err
 	}
-	body, ssize, err := s.encryptBody(sw, vr, size, &meta)
+	body, ssize, err := s.encryptBody(ctx, sw, rc.bucket, rc.key, vr, size, &meta)
 	if err != nil {
 		return err
 	}

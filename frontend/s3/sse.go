@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tristore/tristore/blockdev/filelun"
 	"github.com/tristore/tristore/internal/sse"
 	"github.com/tristore/tristore/store"
 )
@@ -169,10 +170,22 @@ func (s *Server) sseForWrite(ctx context.Context, r *http.Request, bucket string
 // size plaintext bytes of body, and their size. With mode "" it returns
 // body unchanged. The plaintext's MD5 enters the envelope when the last
 // byte has been read, before the store records it (see store.ObjectMeta).
-func (s *Server) encryptBody(sw sseWrite, body io.Reader, size int64, meta *store.ObjectMeta) (io.Reader, int64, error) {
+func (s *Server) encryptBody(ctx context.Context, sw sseWrite, bucket, key string, body io.Reader, size int64, meta *store.ObjectMeta) (io.Reader, int64, error) {
 	meta.Encryption = nil
 	if sw.mode == "" {
 		return body, size, nil
+	}
+	if fs, ok := s.st.(filelun.Store); ok {
+		// A volume's object is served as blocks over iSCSI: it is never
+		// replaced by ciphertext (and `volume create` refuses an existing
+		// object), so no encrypted object is ever a volume.
+		vol, err := filelun.Registered(ctx, fs, bucket, key)
+		if err != nil {
+			return nil, 0, err
+		}
+		if vol {
+			return nil, 0, errVolumeEncrypted
+		}
 	}
 	kek := []byte(nil)
 	env := map[string]string{"mode": sw.mode, "size": strconv.FormatInt(size, 10)}
@@ -207,6 +220,9 @@ func (s *Server) encryptBody(sw sseWrite, body io.Reader, size int64, meta *stor
 	meta.Encryption = env
 	return er, sse.CipherSize(size), nil
 }
+
+// errVolumeEncrypted: an encrypted PUT or copy onto a block volume's name.
+var errVolumeEncrypted = ErrInvalidRequest.withMessage("The key is an iSCSI block volume (tristore volume list); a volume cannot be encrypted at rest: its blocks are served as they are stored.")
 
 // plainInfo is oi as S3 shows it: for an encrypted object the plaintext's
 // size and, for SSE-S3, its MD5 as ETag (SSE-C ETags are not the

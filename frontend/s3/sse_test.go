@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tristore/tristore/blockdev/filelun"
 	"github.com/tristore/tristore/iam"
 	"github.com/tristore/tristore/internal/sse"
 	"github.com/tristore/tristore/store/posix"
@@ -441,5 +442,40 @@ func TestSSEVersioned(t *testing.T) {
 	lv, err := e.c.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: b})
 	if err != nil || len(lv.Versions) != 2 || aws.ToInt64(lv.Versions[1].Size) != int64(len(v1)) {
 		t.Fatalf("versions: %v %+v", err, lv.Versions)
+	}
+}
+
+// TestSSEVolumeRefused: no encrypted object is ever a block volume: an
+// encrypted PUT or copy onto a volume's name is refused (the volume keeps
+// its blocks), and `volume create` refuses an encrypted object's name.
+func TestSSEVolumeRefused(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	fs := e.ts.st.(filelun.Store)
+	if _, err := filelun.Create(ctx, fs, "enc", "vol1", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("vol1"), Body: strings.NewReader("secret"),
+		ServerSideEncryption: types.ServerSideEncryptionAes256})
+	if httpStatus(err) != 400 || apiCode(err) != "InvalidRequest" {
+		t.Errorf("SSE PUT onto a volume: %v, want 400 InvalidRequest", err)
+	}
+	if _, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("src"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("enc"), Key: aws.String("vol1"), CopySource: aws.String("enc/src"),
+		ServerSideEncryption: types.ServerSideEncryptionAes256})
+	if httpStatus(err) != 400 {
+		t.Errorf("SSE copy onto a volume: %v, want 400", err)
+	}
+	if st, err := os.Stat(filepath.Join(e.dir, "enc", "vol1")); err != nil || st.Size() != 1<<20 {
+		t.Fatalf("the volume's file changed: %v", err)
+	}
+	if _, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("sec"), Body: strings.NewReader("secret"),
+		ServerSideEncryption: types.ServerSideEncryptionAes256}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filelun.Create(ctx, fs, "enc", "sec", 1<<20); !errors.Is(err, filelun.ErrVolumeExists) {
+		t.Errorf("volume create over an encrypted object: %v, want ErrVolumeExists", err)
 	}
 }
