@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -376,8 +377,28 @@ func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, r *http.Re
 				return nil, oi, fmt.Errorf("s3: %s/%s: %w", bucket, key, err)
 			}
 		}
-		return readCloser{br, rd}, oi, nil
+		return readCloser{&authLogReader{r: br, s: s, bucket: bucket, key: key}, rd}, oi, nil
 	}
+}
+
+// authLogReader logs at ERROR a segment that fails authentication after
+// the response has started: the server then only cuts the connection
+// (logged at WARN as any mid-body failure), but a damaged object is a
+// server fault someone must look at.
+type authLogReader struct {
+	r           io.Reader
+	s           *Server
+	bucket, key string
+	logged      bool
+}
+
+func (a *authLogReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && !a.logged && errors.Is(err, sse.ErrAuth) {
+		a.logged = true
+		a.s.log.Error("s3: encrypted object failed authentication while read", "bucket", a.bucket, "key", a.key, "err", err)
+	}
+	return n, err
 }
 
 type readCloser struct {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 // sseEnv is a server over a posix store in dir with SSE-S3 configured
 // (the key where `tristore serve` keeps it) and an aws-sdk-go-v2 client.
 type sseEnv struct {
+	logs       *lockedBuf
 	dir        string
 	c          *awss3.Client
 	ts         *testServer
@@ -42,7 +44,8 @@ type sseEnv struct {
 func newSSEEnv(t *testing.T) *sseEnv {
 	t.Helper()
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &lockedBuf{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	st, err := posix.Open(dir, posix.Options{Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +89,17 @@ func newSSEEnv(t *testing.T) *sseEnv {
 	if _, err := c.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("enc")}); err != nil {
 		t.Fatal(err)
 	}
-	return &sseEnv{dir: dir, c: c, ts: &testServer{url: url, srv: srv, st: st}, ak: u.AccessKey, secret: secret}
+	return &sseEnv{logs: logs, dir: dir, c: c, ts: &testServer{url: url, srv: srv, st: st}, ak: u.AccessKey, secret: secret}
 }
+
+// lockedBuf collects the server's log lines.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // pattern is plaintext no two 64-byte windows of which are alike, so a
 // window found on disk can only be a copy of the plaintext.
@@ -242,6 +254,9 @@ func TestSSES3RoundTrip(t *testing.T) {
 	got, _, err = e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj")})
 	if err == nil {
 		t.Errorf("whole GET of a tampered object succeeded (equal to the plaintext: %v)", bytes.Equal(got, plain))
+	}
+	if !strings.Contains(e.logs.String(), "level=ERROR msg=\"s3: encrypted object failed authentication while read\"") {
+		t.Errorf("no ERROR line for the mid-body failure; log:\n%s", e.logs.String())
 	}
 	// The first segment is intact: a range inside it still reads.
 	if got, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("dir/obj"), Range: aws.String("bytes=0-99")}); err != nil || !bytes.Equal(got, plain[:100]) {
