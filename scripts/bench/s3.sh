@@ -84,7 +84,8 @@ for s in "${SERVERS[@]}"; do
 JSON
     weed server -dir="$BENCH_DIR/weed-data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
       -master.port=19333 -volume.port=19380 -filer.port=19388 -s3 -s3.port=${PORT[$s]} \
-      -s3.config="$BENCH_DIR/weed-s3.json" -master.volumeSizeLimitMB=1024 -volume.max=0 >"$LOG" 2>&1 &
+      -s3.config="$BENCH_DIR/weed-s3.json" -master.volumeSizeLimitMB=1024 -volume.max=0 \
+      -s3.port.iceberg=0 -s3.port.lance=0 >"$LOG" 2>&1 &
     ;;
   esac
   PIDS+=($!)

@@ -72,7 +72,10 @@ func startWeed(t *testing.T) string {
 	cmd := exec.Command(weed, "server", "-dir="+data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		fmt.Sprintf("-master.port=%d", freePort(t)), fmt.Sprintf("-volume.port=%d", freePort(t)),
 		fmt.Sprintf("-filer.port=%d", freePort(t)), "-s3", fmt.Sprintf("-s3.port=%d", s3port),
-		"-s3.config="+conf, "-master.volumeSizeLimitMB=64", "-volume.max=0")
+		"-s3.config="+conf, "-master.volumeSizeLimitMB=64", "-volume.max=0",
+		// Off: their fixed default ports (8181, 9101) make a second weed
+		// on the machine (another test package, a benchmark) die at start.
+		"-s3.port.iceberg=0", "-s3.port.lance=0")
 	log, err := os.Create(filepath.Join(dir, "weed.log"))
 	if err != nil {
 		t.Fatal(err)
