@@ -271,6 +271,23 @@ type Upload struct {
 type CompletePart struct {
 	Number int
 	ETag   string // without quotes
+	// Checksums are the part's checksums as the client listed them
+	// (upper-case algorithm -> base64); one that differs from the part's
+	// stored checksum is ErrInvalidPart.
+	Checksums map[string]string
+}
+
+// ChecksumCompleter is implemented by PartChecksummers that check, before
+// publishing, the whole-object checksums the client sent with
+// CompleteMultipartUpload (x-amz-checksum-<alg>: upper-case algorithm ->
+// base64; a COMPOSITE one with or without its "-N"). A mismatch, or an
+// algorithm the object gets no checksum of, is ErrBadDigest and nothing is
+// published. ifAbsent is CompleteMultipartIfAbsent's no-replace publish.
+// An upload created with Meta.ChecksumType FULL_OBJECT gets, for every CRC
+// algorithm all its parts have, the CRC of the whole object (combined from
+// the parts' CRCs) instead of a COMPOSITE checksum.
+type ChecksumCompleter interface {
+	CompleteMultipartChecked(ctx context.Context, bucket, key, uploadID string, parts []CompletePart, want map[string]string, ifAbsent bool) (ObjectInfo, error)
 }
 
 // Multiparter is implemented by stores that support S3 multipart uploads.

@@ -78,13 +78,24 @@ func TestMultipartCompositeChecksum(t *testing.T) {
 	wantErr(t, ts.do(t, "GET", "/mpc/none?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "ETag"}), 404, "NoSuchKey")
 }
 
-// TestMultipartFullObjectNotFaked: an upload created with
-// x-amz-checksum-type FULL_OBJECT (not computed here) gets no
-// whole-object checksum, rather than a COMPOSITE one it did not ask for.
-func TestMultipartFullObjectNotFaked(t *testing.T) {
+// TestMultipartFullObjectChecksum: an upload created with
+// x-amz-checksum-type FULL_OBJECT gets the CRC of the whole object (no
+// "-N"), in the Complete result, on HEAD with checksum mode and with
+// x-amz-checksum-type FULL_OBJECT. A Complete whose whole-object checksum
+// header or part checksum does not match is refused and publishes
+// nothing; the type/algorithm pairs S3 refuses are refused. (Before, such
+// an upload got no checksum at all.)
+func TestMultipartFullObjectChecksum(t *testing.T) {
 	ts := newTestServer(t)
 	wantStatus(t, ts.do(t, "PUT", "/mpf", nil, nil), 200)
-	wantErr(t, ts.do(t, "POST", "/mpf/o?uploads", nil, map[string]string{"X-Amz-Checksum-Type": "HALF"}), 400, "InvalidRequest")
+	for _, h := range []map[string]string{
+		{"X-Amz-Checksum-Type": "HALF", "X-Amz-Checksum-Algorithm": "CRC32"},
+		{"X-Amz-Checksum-Type": "FULL_OBJECT"},
+		{"X-Amz-Checksum-Type": "FULL_OBJECT", "X-Amz-Checksum-Algorithm": "SHA256"},
+		{"X-Amz-Checksum-Type": "COMPOSITE", "X-Amz-Checksum-Algorithm": "CRC64NVME"},
+	} {
+		wantErr(t, ts.do(t, "POST", "/mpf/o?uploads", nil, h), 400, "InvalidRequest")
+	}
 	r := ts.do(t, "POST", "/mpf/o?uploads", nil, map[string]string{"X-Amz-Checksum-Algorithm": "CRC32", "X-Amz-Checksum-Type": "FULL_OBJECT"})
 	wantStatus(t, r, 200)
 	var init struct {
@@ -92,16 +103,24 @@ func TestMultipartFullObjectNotFaked(t *testing.T) {
 	}
 	xml.Unmarshal(r.body, &init)
 	p := []byte("only part")
-	pr := ts.do(t, "PUT", "/mpf/o?partNumber=1&uploadId="+init.UploadID, p,
-		map[string]string{"X-Amz-Checksum-Crc32": base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(p)))})
+	crc := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(p)))
+	pr := ts.do(t, "PUT", "/mpf/o?partNumber=1&uploadId="+init.UploadID, p, map[string]string{"X-Amz-Checksum-Crc32": crc})
 	wantStatus(t, pr, 200)
-	done := fmt.Sprintf("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>%s</ETag></Part></CompleteMultipartUpload>", pr.header.Get("ETag"))
-	r = ts.do(t, "POST", "/mpf/o?uploadId="+init.UploadID, []byte(done), nil)
-	wantStatus(t, r, 200)
-	if bytes.Contains(r.body, []byte("Checksum")) {
-		t.Fatalf("FULL_OBJECT upload answered with a checksum: %s", r.body)
+	done := func(partCRC string) []byte {
+		return []byte(fmt.Sprintf("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>%s</ETag><ChecksumCRC32>%s</ChecksumCRC32></Part></CompleteMultipartUpload>", pr.header.Get("ETag"), partCRC))
 	}
-	if h := ts.do(t, "HEAD", "/mpf/o", nil, map[string]string{"X-Amz-Checksum-Mode": "ENABLED"}).header; h.Get("X-Amz-Checksum-Crc32") != "" {
-		t.Fatalf("HEAD shows checksum %q", h.Get("X-Amz-Checksum-Crc32"))
+	other := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE([]byte("other"))))
+	wantErr(t, ts.do(t, "POST", "/mpf/o?uploadId="+init.UploadID, done(crc), map[string]string{"X-Amz-Checksum-Crc32": other}), 400, "BadDigest")
+	wantErr(t, ts.do(t, "POST", "/mpf/o?uploadId="+init.UploadID, done(other), nil), 400, "InvalidPart")
+	wantErr(t, ts.do(t, "POST", "/mpf/o?uploadId="+init.UploadID, done(crc), map[string]string{"X-Amz-Checksum-Crc32c": other}), 400, "BadDigest")
+	wantErr(t, ts.do(t, "HEAD", "/mpf/o", nil, nil), 404, "")
+	r = ts.do(t, "POST", "/mpf/o?uploadId="+init.UploadID, done(crc), map[string]string{"X-Amz-Checksum-Crc32": crc, "X-Amz-Checksum-Type": "FULL_OBJECT"})
+	wantStatus(t, r, 200)
+	if !bytes.Contains(r.body, []byte("<ChecksumCRC32>"+crc+"</ChecksumCRC32><ChecksumType>FULL_OBJECT</ChecksumType>")) {
+		t.Fatalf("Complete: %s", r.body)
+	}
+	h := ts.do(t, "HEAD", "/mpf/o", nil, map[string]string{"X-Amz-Checksum-Mode": "ENABLED"}).header
+	if h.Get("X-Amz-Checksum-Crc32") != crc || h.Get("X-Amz-Checksum-Type") != "FULL_OBJECT" {
+		t.Fatalf("HEAD: %v", h)
 	}
 }

@@ -73,16 +73,13 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		}
 		w.Header().Set("X-Amz-Checksum-Algorithm", strings.ToUpper(a))
 	}
-	switch ct := strings.ToUpper(r.Header.Get("X-Amz-Checksum-Type")); ct {
-	case "":
-	case "COMPOSITE", "FULL_OBJECT":
-		// FULL_OBJECT is accepted (current SDKs send it) but not computed:
-		// the object gets no whole-object checksum, never a COMPOSITE one
-		// the client did not ask for.
+	ct, err := uploadChecksumType(r.Header) // checksum_complete.go
+	if err != nil {
+		return err
+	}
+	if ct != "" {
 		meta.ChecksumType = ct
 		w.Header().Set("X-Amz-Checksum-Type", ct)
-	default:
-		return ErrInvalidRequest.withMessage("Value for x-amz-checksum-type header is invalid.")
 	}
 	id, err := mp.CreateMultipart(r.Context(), rc.bucket, rc.key, meta)
 	if err != nil {
@@ -142,6 +139,7 @@ type completeRequest struct {
 	Parts   []struct {
 		PartNumber int    `xml:"PartNumber"`
 		ETag       string `xml:"ETag"`
+		checksumFields
 	} `xml:"Part"`
 }
 
@@ -164,7 +162,7 @@ func parseCompleteRequest(b []byte) ([]store.CompletePart, error) {
 		prev = p.PartNumber
 		etag := strings.TrimSpace(p.ETag)
 		etag = strings.Trim(strings.ReplaceAll(etag, "&quot;", `"`), `"`)
-		parts = append(parts, store.CompletePart{Number: p.PartNumber, ETag: etag})
+		parts = append(parts, store.CompletePart{Number: p.PartNumber, ETag: etag, Checksums: partChecksums(p.checksumFields)})
 	}
 	return parts, nil
 }
@@ -245,22 +243,20 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
+	want, err := completeWant(r.Header)
+	if err != nil {
+		return err
+	}
 	// If-None-Match: * completes only onto an absent key: atomically
 	// through the store's no-replace publish when it has one, else by a
 	// check first (which two racing completes can both pass).
-	var oi store.ObjectInfo
-	if r.Header.Get("If-None-Match") == "*" {
+	ifAbsent := r.Header.Get("If-None-Match") == "*"
+	if ifAbsent {
 		if _, err := s.st.Stat(r.Context(), rc.bucket, rc.key); err == nil {
 			return ErrPreconditionFailed
 		}
-		if ec, ok := s.st.(store.ExclusiveCompleter); ok {
-			oi, err = ec.CompleteMultipartIfAbsent(r.Context(), rc.bucket, rc.key, id, parts)
-		} else {
-			oi, err = mp.CompleteMultipart(r.Context(), rc.bucket, rc.key, id, parts)
-		}
-	} else {
-		oi, err = mp.CompleteMultipart(r.Context(), rc.bucket, rc.key, id, parts)
 	}
+	oi, err := s.completeUpload(r.Context(), mp, rc, id, parts, want, ifAbsent) // checksum_complete.go
 	if err != nil {
 		return err
 	}

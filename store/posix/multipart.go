@@ -240,6 +240,12 @@ func (b *Backend) CompleteMultipart(ctx context.Context, bucket, key, uploadID s
 
 // complete is CompleteMultipart and, with noReplace, CompleteMultipartIfAbsent.
 func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, noReplace bool) (store.ObjectInfo, error) {
+	return b.completeChecked(ctx, bucket, key, uploadID, parts, nil, noReplace)
+}
+
+// completeChecked is complete that first checks the client's checksums
+// (checksum_full.go).
+func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, want map[string]string, noReplace bool) (store.ObjectInfo, error) {
 	unlock := b.lockUpload(uploadID)
 	defer unlock()
 	u, err := b.loadUpload(bucket, key, uploadID)
@@ -281,6 +287,10 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 			return store.ObjectInfo{}, fmt.Errorf("%w: part %d (#%d of %d) is %d bytes, under %d", store.ErrEntityTooSmall, p.Number, i+1, len(chosen), p.Size, store.MinPartSize)
 		}
 	}
+	cs := uploadChecksums(u.Meta.ChecksumType, chosen)
+	if err := checkCompleteChecksums(parts, chosen, cs, want); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	loc, err := b.check(bucket, key)
 	if err != nil {
 		return store.ObjectInfo{}, err
@@ -304,7 +314,7 @@ func (b *Backend) complete(ctx context.Context, bucket, key, uploadID string, pa
 	}
 	rec.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sums.Sum(nil)), len(chosen))
 	rec.setMeta(u.Meta)
-	if cs := compositeChecksums(chosen); cs != nil && u.Meta.ChecksumType != "FULL_OBJECT" {
+	if cs != nil {
 		rec.Sums = cs
 	}
 	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
