@@ -80,6 +80,7 @@ type Config struct {
 	// super-packets (see gso.go). The default offloads, which costs a
 	// segment up to the train window (at most 1 ms, 1/20 of the one-way
 	// delay) of lateness; this switch keeps the old path for comparison.
+	// A link with Reorder never offloads (see Start).
 	NoOffload bool
 }
 

@@ -428,3 +428,50 @@ func TestLinkLeavesAPToOthers(t *testing.T) {
 		t.Errorf("echo median %.2f ms on a 2 ms RTT link: the forwarder starves the process's other goroutines", med)
 	}
 }
+
+// TestLinkReorderForwardsPacketByPacket: a reordering link does not use
+// offload (it changed TCP's goodput there; see Start), so no super-packet
+// is read even for a bulk TCP transfer.
+func TestLinkReorderForwardsPacketByPacket(t *testing.T) {
+	l := startLink(t, Symmetric(Dir{Delay: time.Millisecond, Jitter: 200 * time.Microsecond}))
+	r := startLink(t, Config{Up: Dir{Delay: time.Millisecond, Jitter: 200 * time.Microsecond}, Down: Dir{Delay: time.Millisecond}, Reorder: true})
+	for _, c := range []struct {
+		l          *Link
+		wantSupers bool
+	}{{l, true}, {r, false}} {
+		ln, err := c.l.Listen(ServerSide, "tcp", net.JoinHostPort(c.l.ServerAddr().String(), "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan int64, 1)
+		go func() {
+			s, err := ln.Accept()
+			if err != nil {
+				done <- 0
+				return
+			}
+			s.SetReadDeadline(time.Now().Add(30 * time.Second))
+			n, _ := io.Copy(io.Discard, s)
+			s.Close()
+			done <- n
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cl, err := c.l.DialContext(ctx, "tcp", ln.Addr().String())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := cl.Write(make([]byte, 4<<20)); err != nil {
+			t.Fatal(err)
+		}
+		cl.Close()
+		if n := <-done; n != 4<<20 {
+			t.Fatalf("received %d bytes, want %d", n, 4<<20)
+		}
+		ln.Close()
+		if supers := c.l.up.supers.Load(); (supers > 0) != c.wantSupers {
+			t.Errorf("reorder %v: %d super-packets read, want some: %v", c.l.cfg.Reorder, supers, c.wantSupers)
+		}
+	}
+}
