@@ -73,7 +73,7 @@ func addLinkFlags(fs *pflag.FlagSet) {
 	fs.String("reorder", "", "let jitter reorder packets: true or false (default: the preset's; only realistic reorders)")
 	fs.Lookup("reorder").NoOptDefVal = "true"
 	fs.Uint64("seed", 0, "random seed for loss and jitter (0 = from the clock)")
-	fs.Bool("offload", true, "forward TCP super-packets (TSO/GRO through the TUN devices; loss, rate and jitter still per segment); false: packet by packet")
+	fs.Bool("offload", true, "forward TCP super-packets (TSO/GRO through the TUN devices; loss, rate and jitter still per segment; never on links that reorder); false: packet by packet")
 	fs.Bool("json", false, "print the counters as JSON instead of a table")
 }
 
