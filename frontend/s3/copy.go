@@ -224,7 +224,11 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 	if got.ETag != oi.ETag {
 		return ErrPreconditionFailed.withMessage("the copy source changed during the copy")
 	}
-	pi, err := mp.PutPart(ctx, rc.bucket, rc.key, uploadID, pn, rd, br.n)
+	body, bsize, err := s.ssePart(ctx, r, rc.bucket, rc.key, uploadID, pn, rd, br.n, w.Header()) // sse_multipart.go
+	if err != nil {
+		return err
+	}
+	pi, err := mp.PutPart(ctx, rc.bucket, rc.key, uploadID, pn, body, bsize)
 	if err != nil {
 		return err
 	}

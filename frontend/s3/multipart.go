@@ -57,11 +57,11 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err != nil {
 		return err
 	}
-	if err := s.refuseUnencrypted(r.Context(), r.Header, rc.bucket, "multipart uploads"); err != nil { // sse_config.go
-		return err
-	}
 	meta, err := s.metaFromRequest(r.Header, rc)
 	if err != nil {
+		return err
+	}
+	if err := s.sseUploadMeta(r.Context(), r, rc.bucket, rc.key, &meta, w.Header()); err != nil { // sse_multipart.go
 		return err
 	}
 	if err := s.applyObjectLock(r.Context(), r.Header, rc.bucket, &meta); err != nil { // objectlock.go
@@ -111,15 +111,20 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if err != nil {
 		return err
 	}
+	// sse_multipart.go: a part of an encrypted upload is stored sealed.
+	body, bsize, err := s.ssePart(r.Context(), r, rc.bucket, rc.key, id, pn, vr, size, w.Header())
+	if err != nil {
+		return err
+	}
 	var pi store.PartInfo
 	if pc, ok := s.st.(store.PartChecksummer); ok {
 		// The part keeps its checksums (header or, read after the body,
 		// aws-chunked trailer; both verified) for the composite checksum.
-		pi, err = pc.PutPartChecksums(r.Context(), rc.bucket, rc.key, id, pn, vr, size, func() map[string]string {
+		pi, err = pc.PutPartChecksums(r.Context(), rc.bucket, rc.key, id, pn, body, bsize, func() map[string]string {
 			return withTrailerChecksums(sums, r)
 		})
 	} else {
-		pi, err = mp.PutPart(r.Context(), rc.bucket, rc.key, id, pn, vr, size)
+		pi, err = mp.PutPart(r.Context(), rc.bucket, rc.key, id, pn, body, bsize)
 	}
 	if err != nil {
 		return vr.bodyError(err)
@@ -261,6 +266,7 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 		return err
 	}
 	setVersionHeader(w.Header(), oi, "")
+	sseResponseHeaders(w.Header(), oi, r.Header, sseCHdr) // sse.go
 	loc := "/" + rc.bucket + "/" + rc.key
 	if r.Host != "" {
 		loc = "http://" + r.Host + loc

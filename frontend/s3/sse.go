@@ -176,43 +176,11 @@ func (s *Server) encryptBody(ctx context.Context, sw sseWrite, bucket, key strin
 	if sw.mode == "" {
 		return body, size, nil
 	}
-	if fs, ok := s.st.(filelun.Store); ok {
-		// A volume's object is served as blocks over iSCSI: it is never
-		// replaced by ciphertext (and `volume create` refuses an existing
-		// object), so no encrypted object is ever a volume.
-		vol, err := filelun.Registered(ctx, fs, bucket, key)
-		if err != nil {
-			return nil, 0, err
-		}
-		if vol {
-			return nil, 0, errVolumeEncrypted
-		}
-	}
-	kek := []byte(nil)
-	env := map[string]string{"mode": sw.mode, "size": strconv.FormatInt(size, 10)}
-	if sw.mode == sseModeCust {
-		kek = sw.ck.key
-		salt := make([]byte, 16)
-		if _, err := rand.Read(salt); err != nil {
-			return nil, 0, err
-		}
-		env["salt"], env["kh"] = base64.StdEncoding.EncodeToString(salt), keyHash(salt, sw.ck.key)
-	} else {
-		k, err := s.serverKey()
-		if err != nil {
-			return nil, 0, err
-		}
-		kek = k
-	}
-	dk, prefix, err := sse.NewDataKey()
+	env, dk, prefix, err := s.newEnvelope(ctx, sw, bucket, key)
 	if err != nil {
 		return nil, 0, err
 	}
-	wk, err := sse.Wrap(kek, dk)
-	if err != nil {
-		return nil, 0, err
-	}
-	env["wk"], env["np"] = base64.StdEncoding.EncodeToString(wk), base64.StdEncoding.EncodeToString(prefix)
+	env["size"] = strconv.FormatInt(size, 10)
 	h := md5.New()
 	er, err := sse.NewEncryptReader(io.TeeReader(body, h), size, dk, prefix, func() { env["etag"] = hex.EncodeToString(h.Sum(nil)) })
 	if err != nil {
@@ -220,6 +188,46 @@ func (s *Server) encryptBody(ctx context.Context, sw sseWrite, bucket, key strin
 	}
 	meta.Encryption = env
 	return er, sse.CipherSize(size), nil
+}
+
+// newEnvelope makes a new object's (or upload's) envelope: a fresh data
+// key and nonce prefix, the data key wrapped by the server or customer key.
+func (s *Server) newEnvelope(ctx context.Context, sw sseWrite, bucket, key string) (env map[string]string, dk, prefix []byte, err error) {
+	if fs, ok := s.st.(filelun.Store); ok {
+		// A volume's object is served as blocks over iSCSI: it is never
+		// replaced by ciphertext (and `volume create` refuses an existing
+		// object), so no encrypted object is ever a volume.
+		vol, err := filelun.Registered(ctx, fs, bucket, key)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if vol {
+			return nil, nil, nil, errVolumeEncrypted
+		}
+	}
+	var kek []byte
+	env = map[string]string{"mode": sw.mode}
+	if sw.mode == sseModeCust {
+		kek = sw.ck.key
+		salt := make([]byte, 16)
+		if _, err := rand.Read(salt); err != nil {
+			return nil, nil, nil, err
+		}
+		env["salt"], env["kh"] = base64.StdEncoding.EncodeToString(salt), keyHash(salt, sw.ck.key)
+	} else {
+		if kek, err = s.serverKey(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if dk, prefix, err = sse.NewDataKey(); err != nil {
+		return nil, nil, nil, err
+	}
+	wk, err := sse.Wrap(kek, dk)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	env["wk"], env["np"] = base64.StdEncoding.EncodeToString(wk), base64.StdEncoding.EncodeToString(prefix)
+	return env, dk, prefix, nil
 }
 
 // errVolumeEncrypted: an encrypted PUT or copy onto a block volume's name.
@@ -233,7 +241,18 @@ func plainInfo(oi store.ObjectInfo) store.ObjectInfo {
 	if env == nil {
 		return oi
 	}
-	if n, err := strconv.ParseInt(env["size"], 10, 64); err == nil {
+	if env["mp"] == "1" {
+		// Multipart (sse_multipart.go): sizes from the parts'.
+		if n, ok := mpSize(oi); ok {
+			oi.Size = n
+			parts := make([]store.PartInfo, len(oi.Parts))
+			for i, p := range oi.Parts {
+				p.Size, _ = sse.PlainSize(p.Size)
+				parts[i] = p
+			}
+			oi.Parts = parts
+		}
+	} else if n, err := strconv.ParseInt(env["size"], 10, 64); err == nil {
 		oi.Size = n
 	}
 	if env["mode"] == sseModeServer && env["etag"] != "" {
@@ -338,7 +357,14 @@ func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, r *http.Re
 				if n < 0 || off+n > size {
 					n = size - off
 				}
-				coff, cn = sse.Span(size, off, n)
+				if raw.Meta.Encryption["mp"] == "1" {
+					var ok bool
+					if coff, cn, _, ok = mpSpan(raw, off, n, nil, nil); !ok {
+						return nil, raw, fmt.Errorf("s3: %s/%s: encrypted multipart object without part sizes", bucket, key)
+					}
+				} else {
+					coff, cn = sse.Span(size, off, n)
+				}
 			}
 			var got store.ObjectInfo
 			rd, got, err = s.getObjectVersion(ctx, w, bucket, key, vid, coff, cn)
@@ -365,8 +391,15 @@ func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, r *http.Re
 		if off == 0 && n < 0 {
 			n = oi.Size
 		}
-		dr, err := sse.NewDecryptReader(rd, oi.Size, off, n, dk, np)
-		if err != nil {
+		var dr io.Reader
+		if raw.Meta.Encryption["mp"] == "1" {
+			_, _, open, ok := mpSpan(raw, off, n, dk, np)
+			if !ok {
+				rd.Close()
+				return nil, oi, fmt.Errorf("s3: %s/%s: encrypted multipart object without part sizes", bucket, key)
+			}
+			dr = open(rd)
+		} else if dr, err = sse.NewDecryptReader(rd, oi.Size, off, n, dk, np); err != nil {
 			rd.Close()
 			return nil, oi, err
 		}

@@ -290,16 +290,6 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 		os.Remove(f.Name())
 		return store.ObjectInfo{}, err
 	}
-	if meta.Encryption != nil {
-		// Ciphertext is no file content for NFS or a volume: mode 0600
-		// keeps other users out while the server can still read it
-		// (docs/s3.md, encryption at rest).
-		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return store.ObjectInfo{}, fsErr(err)
-		}
-	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
 	rec.setMeta(meta)
 	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
@@ -334,6 +324,16 @@ func (b *Backend) tempForKey(loc keyLoc) (*os.File, []string, bool, error) {
 // in the hidden area with the key in its record. With noReplace an object
 // of the key in either place makes it fail with ErrPreconditionFailed.
 func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
+	if rec.Enc != nil {
+		// Ciphertext (S3 encryption at rest) is no file content for NFS
+		// or a volume: mode 0600 keeps other users out while the server
+		// can still read it (docs/s3.md, Encryption at rest).
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return unix.Stat_t{}, fsErr(err)
+		}
+	}
 	if state := b.versioning(loc.bucket); state != "" {
 		return b.publishVersion(f, loc, hidden, changed, rec, noReplace, state) // versions.go
 	}
