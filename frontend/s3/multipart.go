@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tristore/tristore/internal/sse"
 	"github.com/tristore/tristore/store"
 )
 
@@ -355,6 +356,9 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		if len(res.Parts) == maxParts {
 			res.IsTruncated = true
 			break
+		}
+		if up.Meta.Encryption != nil {
+			p.Size, _ = sse.PlainSize(p.Size) // sse_multipart.go: sealed parts
 		}
 		res.Parts = append(res.Parts, partXML{p.Number, xmlTime(p.ModTime), `"` + p.ETag + `"`, p.Size})
 		res.NextPartNumberMarker = p.Number

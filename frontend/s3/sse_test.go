@@ -549,6 +549,10 @@ func TestSSEMultipart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: part 1: %v", c.name, err)
 		}
+		lp, err := e.c.ListParts(ctx, &awss3.ListPartsInput{Bucket: b, Key: key, UploadId: up.UploadId})
+		if err != nil || len(lp.Parts) != 2 || aws.ToInt64(lp.Parts[0].Size) != int64(len(p1)) {
+			t.Fatalf("%s: ListParts: %v %+v", c.name, err, lp)
+		}
 		cp := &awss3.UploadPartCopyInput{Bucket: b, Key: key, UploadId: up.UploadId, PartNumber: aws.Int32(3), CopySource: aws.String("enc/src")}
 		if c.k != nil {
 			cp.SSECustomerAlgorithm, cp.SSECustomerKey, cp.SSECustomerKeyMD5 = aws.String("AES256"), aws.String(c.k.key), aws.String(c.k.md5)
