@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/tristore/tristore/blockdev/filelun"
 	"github.com/tristore/tristore/iam"
 	"github.com/tristore/tristore/internal/sse"
+	"github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/store/posix"
 )
 
@@ -604,5 +606,62 @@ func TestSSEMultipart(t *testing.T) {
 	}
 	if _, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("mp-SSE-C")}); httpStatus(err) != 400 {
 		t.Errorf("SSE-C multipart object without the key: %v", err)
+	}
+}
+
+// TestSSEBoto3: boto3 as a real client: SSE-S3 and SSE-C PUT/GET/HEAD and
+// ranges, copy between customer keys, bucket default encryption, and
+// s3transfer's multipart upload and parallel ranged download with SSE-C.
+func TestSSEBoto3(t *testing.T) {
+	py := testutil.NeedPython(t, "boto3")
+	e := newSSEEnv(t)
+	script := `import boto3, sys, os, hashlib
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from boto3.s3.transfer import TransferConfig
+c = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3],
+    region_name="us-east-1", config=Config(signature_version="s3v4", s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+data = b"".join(b"%08d;" % i for i in range(30000))
+r = c.put_object(Bucket="enc", Key="s3", Body=data, ServerSideEncryption="AES256")
+assert r["ServerSideEncryption"] == "AES256", r
+assert r["ETag"].strip('"') == hashlib.md5(data).hexdigest()
+g = c.get_object(Bucket="enc", Key="s3", Range="bytes=65530-131080")
+assert g["Body"].read() == data[65530:131081] and g["ServerSideEncryption"] == "AES256"
+assert c.head_object(Bucket="enc", Key="s3")["ContentLength"] == len(data)
+k1, k2 = b"k" * 32, b"K" * 32
+c.put_object(Bucket="enc", Key="c", Body=data, SSECustomerAlgorithm="AES256", SSECustomerKey=k1)
+assert c.get_object(Bucket="enc", Key="c", SSECustomerAlgorithm="AES256", SSECustomerKey=k1, Range="bytes=1-70000")["Body"].read() == data[1:70001]
+for kw, code in (({}, 400), ({"SSECustomerAlgorithm": "AES256", "SSECustomerKey": k2}, 403)):
+    try:
+        c.get_object(Bucket="enc", Key="c", **kw)
+        raise SystemExit("GET of an SSE-C object with %r succeeded" % kw)
+    except ClientError as e:
+        assert e.response["ResponseMetadata"]["HTTPStatusCode"] == code, e.response
+c.copy_object(Bucket="enc", Key="c2", CopySource={"Bucket": "enc", "Key": "c"},
+    CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey=k1, SSECustomerAlgorithm="AES256", SSECustomerKey=k2)
+assert c.get_object(Bucket="enc", Key="c2", SSECustomerAlgorithm="AES256", SSECustomerKey=k2)["Body"].read() == data
+big = os.path.join(sys.argv[4], "big")
+with open(big, "wb") as f:
+    f.write(os.urandom(12 << 20))
+tc = TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20, max_concurrency=4)
+extra = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": k1}
+c.upload_file(big, "enc", "big", ExtraArgs=extra, Config=tc)
+c.download_file("enc", "big", big + ".back", ExtraArgs=extra, Config=tc)
+assert open(big, "rb").read() == open(big + ".back", "rb").read()
+c.put_bucket_encryption(Bucket="enc", ServerSideEncryptionConfiguration={"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+assert c.get_bucket_encryption(Bucket="enc")["ServerSideEncryptionConfiguration"]["Rules"][0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+assert c.put_object(Bucket="enc", Key="d", Body=data)["ServerSideEncryption"] == "AES256"
+c.delete_bucket_encryption(Bucket="enc")
+print("OK")
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", script, e.ts.url, e.ak, e.secret, t.TempDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK") {
+		t.Fatalf("boto3: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "enc", "d"))
+	if err != nil || bytes.Contains(b, []byte("00000001;00000002;")) {
+		t.Fatalf("the default-encrypted object is stored in the clear (%v)", err)
 	}
 }
