@@ -286,8 +286,10 @@ func TestForwarderPanicTearsDown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no error after a forwarder panic")
 	}
-	for i := 0; i < 100; i++ { // Close runs in the background
-		if _, err := os.Stat(NetnsDir + "/" + l.cfg.Name + "-c"); os.IsNotExist(err) {
+	for i := 0; i < 100; i++ { // Close runs in the background and removes -c, then -s
+		_, errC := os.Stat(NetnsDir + "/" + l.cfg.Name + "-c")
+		_, errS := os.Stat(NetnsDir + "/" + l.cfg.Name + "-s")
+		if os.IsNotExist(errC) && os.IsNotExist(errS) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
