@@ -10,6 +10,8 @@ import (
 
 // LoadOrCreateKey returns the 32-byte server key kept in path, creating it
 // (mode 0600, its directory 0700) on first use, as iam keeps master.key.
+// The directory's parent must exist or be made durable by its creator
+// (DATA/.tristore is, by the store).
 // The new key is written to a temp file, fsynced and then hard-linked into
 // place, so two processes creating it at once end up with one key (the
 // loser of link reads the winner's), and a crash never leaves a short key.
@@ -49,11 +51,24 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	// The key's name, and the directory's own entry (made just now by
+	// MkdirAll, perhaps), must survive a power cut before any object is
+	// sealed under the key.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := syncDir(d); err != nil {
+			return nil, err
+		}
 	}
 	return readKey(path)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func readKey(path string) ([]byte, error) {

@@ -77,8 +77,10 @@ func sumMeta(b []byte) map[string]string { return map[string]string{"sum": sum(b
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:8]) }
 
 // s3Ops names the operations a run may use; with cutOnDelete only DELETE
-// replies count towards the cut (so it lands right after one).
-type s3Ops struct{ put, multipart, copy, del, cutOnDelete bool }
+// replies count towards the cut (so it lands right after one). With sse
+// the bucket's default encryption is SSE-S3, so every object is stored
+// encrypted (s3sse_test.go).
+type s3Ops struct{ put, multipart, copy, del, cutOnDelete, sse bool }
 
 var allS3Ops = s3Ops{put: true, multipart: true, copy: true, del: true}
 
@@ -95,6 +97,9 @@ func s3Scenario(t testing.TB, r *rig, seed uint64, rounds int, ops s3Ops) *repor
 	srv := r.start(ctx)
 	if _, err := s3Client(srv.addrs["s3"]).CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(s3Bucket)}); err != nil {
 		t.Fatalf("CreateBucket: %v", err)
+	}
+	if ops.sse {
+		encryptByDefault(ctx, t, s3Client(srv.addrs["s3"]))
 	}
 	keys := map[string]*keyState{}
 	for w := range s3Workers {
