@@ -345,26 +345,35 @@ func (s *Server) getPlain(ctx context.Context, w http.ResponseWriter, r *http.Re
 				return nil, raw, err
 			}
 		} else {
-			if raw, err = s.statObject(ctx, w, bucket, key, vid); err != nil {
+			// Optimistically the object is plain: then this one read is
+			// all (no extra stat). An encrypted one tells its envelope
+			// and sizes, and is read again at the ciphertext's offsets.
+			if rd, raw, err = s.getObjectVersion(ctx, w, bucket, key, vid, off, n); err != nil {
 				return nil, raw, err
 			}
-			coff, cn := off, n
-			if raw.Meta.Encryption != nil {
-				size := plainInfo(raw).Size
-				if off >= size && !(off == 0 && size == 0) {
-					return nil, raw, ErrInvalidRange
+			if raw.Meta.Encryption == nil {
+				if _, _, err := s.dataKey(raw, r, prefix); err != nil { // SSE-C headers on a plain object
+					rd.Close()
+					return nil, raw, err
 				}
-				if n < 0 || off+n > size {
-					n = size - off
+				return rd, raw, nil
+			}
+			rd.Close()
+			size := plainInfo(raw).Size
+			if off >= size && !(off == 0 && size == 0) {
+				return nil, raw, ErrInvalidRange
+			}
+			if n < 0 || off+n > size {
+				n = size - off
+			}
+			var coff, cn int64
+			if raw.Meta.Encryption["mp"] == "1" {
+				var ok bool
+				if coff, cn, _, ok = mpSpan(raw, off, n, nil, nil); !ok {
+					return nil, raw, fmt.Errorf("s3: %s/%s: encrypted multipart object without part sizes", bucket, key)
 				}
-				if raw.Meta.Encryption["mp"] == "1" {
-					var ok bool
-					if coff, cn, _, ok = mpSpan(raw, off, n, nil, nil); !ok {
-						return nil, raw, fmt.Errorf("s3: %s/%s: encrypted multipart object without part sizes", bucket, key)
-					}
-				} else {
-					coff, cn = sse.Span(size, off, n)
-				}
+			} else {
+				coff, cn = sse.Span(size, off, n)
 			}
 			var got store.ObjectInfo
 			rd, got, err = s.getObjectVersion(ctx, w, bucket, key, vid, coff, cn)

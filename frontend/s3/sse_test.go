@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -663,5 +665,48 @@ print("OK")
 	b, err := os.ReadFile(filepath.Join(e.dir, "enc", "d"))
 	if err != nil || bytes.Contains(b, []byte("00000001;00000002;")) {
 		t.Fatalf("the default-encrypted object is stored in the clear (%v)", err)
+	}
+}
+
+// TestSSECTransport: SSE-C keys are taken over TLS or from a loopback
+// peer only (AWS refuses them over plain HTTP), and SSE-C headers on a
+// plain object's GET, whole or ranged, are refused.
+func TestSSECTransport(t *testing.T) {
+	k := newSSEC(3)
+	for _, c := range []struct {
+		remote string
+		tls    bool
+		ok     bool
+	}{{"127.0.0.1:5000", false, true}, {"[::1]:5000", false, true}, {"192.0.2.7:5000", false, false}, {"192.0.2.7:5000", true, true}} {
+		r := httptest.NewRequest("PUT", "/b/k", nil)
+		r.RemoteAddr = c.remote
+		if c.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		r.Header.Set(sseCHdr+"Algorithm", "AES256")
+		r.Header.Set(sseCHdr+"Key", k.key)
+		r.Header.Set(sseCHdr+"Key-Md5", k.md5)
+		ck, err := parseCustomerKey(r, sseCHdr)
+		if c.ok != (err == nil && ck != nil) {
+			t.Errorf("%s tls=%v: key %v, err %v", c.remote, c.tls, ck != nil, err)
+		}
+		if !c.ok && toAPIError(err).Code != "InvalidRequest" {
+			t.Errorf("%s: %v, want InvalidRequest", c.remote, err)
+		}
+	}
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	if _, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("enc"), Key: aws.String("plain"), Body: strings.NewReader("plain bytes")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rg := range []*string{nil, aws.String("bytes=2-4")} {
+		_, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("plain"), Range: rg,
+			SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(k.key), SSECustomerKeyMD5: aws.String(k.md5)})
+		if httpStatus(err) != 400 {
+			t.Errorf("SSE-C GET of a plain object (range %v): %v, want 400", aws.ToString(rg), err)
+		}
+	}
+	if got, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("plain"), Range: aws.String("bytes=2-4")}); err != nil || string(got) != "ain" {
+		t.Errorf("plain ranged GET: %q %v", got, err)
 	}
 }
