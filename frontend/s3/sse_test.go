@@ -6,8 +6,10 @@ import (
 	"crypto/md5"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -708,5 +710,45 @@ func TestSSECTransport(t *testing.T) {
 	}
 	if got, _, err := e.get(t, &awss3.GetObjectInput{Key: aws.String("plain"), Range: aws.String("bytes=2-4")}); err != nil || string(got) != "ain" {
 		t.Errorf("plain ranged GET: %q %v", got, err)
+	}
+}
+
+// TestSSEMultipartFullObject: a FULL_OBJECT CRC32 multipart upload
+// encrypted at rest gets the plaintext's CRC (combined over the parts'
+// plaintext lengths, not their sealed ones): Complete accepts the client's
+// whole-object CRC and the SDK validates the GET with it.
+func TestSSEMultipartFullObject(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	b, key := aws.String("enc"), aws.String("full")
+	data := pattern(5<<20 + 77777)
+	up, err := e.c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: b, Key: key, ServerSideEncryption: types.ServerSideEncryptionAes256,
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32, ChecksumType: types.ChecksumTypeFullObject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []types.CompletedPart
+	for i, rg := range [][2]int{{0, 5 << 20}, {5 << 20, len(data)}} {
+		o, err := e.c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: b, Key: key, UploadId: up.UploadId, PartNumber: aws.Int32(int32(i + 1)),
+			Body: bytes.NewReader(data[rg[0]:rg[1]]), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: o.ETag, ChecksumCRC32: o.ChecksumCRC32})
+	}
+	var crc [4]byte
+	binary.BigEndian.PutUint32(crc[:], crc32.ChecksumIEEE(data))
+	sum := base64.StdEncoding.EncodeToString(crc[:])
+	done, err := e.c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: b, Key: key, UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}, ChecksumType: types.ChecksumTypeFullObject, ChecksumCRC32: aws.String(sum)})
+	if err != nil {
+		t.Fatalf("complete with the plaintext's CRC32: %v", err)
+	}
+	if aws.ToString(done.ChecksumCRC32) != sum {
+		t.Fatalf("complete answered CRC32 %q, want %q", aws.ToString(done.ChecksumCRC32), sum)
+	}
+	got, out, err := e.get(t, &awss3.GetObjectInput{Key: key, ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || !bytes.Equal(got, data) || aws.ToString(out.ChecksumCRC32) != sum {
+		t.Fatalf("GET with checksum mode: %v", err)
 	}
 }

@@ -287,7 +287,7 @@ func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID str
 			return store.ObjectInfo{}, fmt.Errorf("%w: part %d (#%d of %d) is %d bytes, under %d", store.ErrEntityTooSmall, p.Number, i+1, len(chosen), p.Size, store.MinPartSize)
 		}
 	}
-	cs := uploadChecksums(u.Meta.ChecksumType, chosen)
+	cs := uploadChecksums(u.Meta.ChecksumType, plainParts(u.Meta, chosen)) // upload_info.go
 	if err := checkCompleteChecksums(parts, chosen, cs, want); err != nil {
 		return store.ObjectInfo{}, err
 	}
