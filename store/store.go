@@ -103,6 +103,8 @@ type ObjectMeta struct {
 	// reader has returned its last byte, so a writer may complete it
 	// (the plaintext's MD5) from that reader. A store keeps an object
 	// with an envelope out of the other views' reach (posix: mode 0600).
+	// Metadata-only updates (MetaUpdater, UpdateVersionMeta) keep the
+	// stored envelope whatever they are given: the content is unchanged.
 	Encryption map[string]string `json:",omitempty"`
 }
 

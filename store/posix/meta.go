@@ -67,6 +67,16 @@ func (r *record) setMeta(m store.ObjectMeta) {
 	}
 }
 
+// updateMeta is setMeta for a metadata-only change (UpdateMeta,
+// UpdateVersionMeta): the encryption envelope describes the content, which
+// does not change, so it stays whatever meta says (a tagging or ACL update
+// that left it out must not make the object unreadable).
+func (r *record) updateMeta(m store.ObjectMeta) {
+	enc := r.Enc
+	r.setMeta(m)
+	r.Enc = enc
+}
+
 func (r *record) meta() store.ObjectMeta {
 	ct := r.CT
 	if ct == "" {

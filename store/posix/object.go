@@ -601,7 +601,7 @@ func (b *Backend) UpdateMeta(ctx context.Context, bucket, key string, meta store
 	}
 	defer f.Close()
 	nr := *rec
-	nr.setMeta(meta)
+	nr.updateMeta(meta)
 	if !b.useXattr {
 		l := b.keyLock(p)
 		l.Lock()

@@ -645,7 +645,7 @@ func (b *Backend) UpdateVersionMeta(ctx context.Context, bucket, key, versionID 
 	}
 	defer f.Close()
 	nr := *rec
-	nr.setMeta(meta)
+	nr.updateMeta(meta)
 	release := b.lockSidecar(p)
 	err = b.writeRecord(p, f, &st, &nr, true)
 	release()
