@@ -752,3 +752,40 @@ func TestSSEMultipartFullObject(t *testing.T) {
 		t.Fatalf("GET with checksum mode: %v", err)
 	}
 }
+
+// TestSSECopyOntoItself: CopyObject onto itself with SSE headers (and the
+// COPY directive) changes how the object is sealed: plain -> SSE-S3 ->
+// SSE-C, keeping its bytes and user metadata; without SSE headers such a
+// copy stays 400, as in S3.
+func TestSSECopyOntoItself(t *testing.T) {
+	e := newSSEEnv(t)
+	ctx := context.Background()
+	b, key := aws.String("enc"), aws.String("self")
+	plain := pattern(150000)
+	if _, err := e.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: key, Body: bytes.NewReader(plain), Metadata: map[string]string{"m": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: b, Key: key, CopySource: aws.String("enc/self")}); httpStatus(err) != 400 {
+		t.Errorf("plain copy onto itself: %v, want 400", err)
+	}
+	if _, err := e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: b, Key: key, CopySource: aws.String("enc/self"), ServerSideEncryption: types.ServerSideEncryptionAes256}); err != nil {
+		t.Fatal(err)
+	}
+	e.noPlaintextOnDisk(t, plain, "self")
+	got, out, err := e.get(t, &awss3.GetObjectInput{Key: key})
+	if err != nil || !bytes.Equal(got, plain) || out.ServerSideEncryption != types.ServerSideEncryptionAes256 || out.Metadata["m"] != "v" {
+		t.Fatalf("after sealing with SSE-S3: %v", err)
+	}
+	k := newSSEC(9)
+	if _, err := e.c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: b, Key: key, CopySource: aws.String("enc/self"),
+		SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(k.key), SSECustomerKeyMD5: aws.String(k.md5)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.get(t, &awss3.GetObjectInput{Key: key}); httpStatus(err) != 400 {
+		t.Errorf("GET without the new customer key: %v, want 400", err)
+	}
+	got, _, err = e.get(t, &awss3.GetObjectInput{Key: key, SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(k.key), SSECustomerKeyMD5: aws.String(k.md5)})
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("after re-sealing with SSE-C: %v", err)
+	}
+}
