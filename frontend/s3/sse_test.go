@@ -461,8 +461,21 @@ func TestSSEVersioned(t *testing.T) {
 	}
 	e.noPlaintextOnDisk(t, v1, "v")
 	e.noPlaintextOnDisk(t, v2, "v")
+	// A versioned encrypted multipart object (one part).
+	up, err := e.c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("w"), ServerSideEncryption: types.ServerSideEncryptionAes256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := e.c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: b, Key: aws.String("w"), UploadId: up.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(v1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("w"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: pt.ETag}}}}); err != nil {
+		t.Fatal(err)
+	}
 	lv, err := e.c.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: b})
-	if err != nil || len(lv.Versions) != 2 || aws.ToInt64(lv.Versions[1].Size) != int64(len(v1)) {
+	if err != nil || len(lv.Versions) != 3 || aws.ToInt64(lv.Versions[1].Size) != int64(len(v1)) || aws.ToInt64(lv.Versions[2].Size) != int64(len(v1)) {
 		t.Fatalf("versions: %v %+v", err, lv.Versions)
 	}
 }
