@@ -117,7 +117,13 @@ func pageAll(t *testing.T, b *posix.Backend, prefix, delim string, limit int) []
 // version-id-marker continue where the page ended, IsLatest on the first
 // entry of each key only, also when a key's versions span pages).
 func TestListVersionsPagingMatchesModel(t *testing.T) {
-	b, ctx := newBucket(t, posix.Options{})
+	for _, noXattr := range []bool{false, true} { // records in xattrs or in sidecars
+		t.Run(fmt.Sprint("noXattr=", noXattr), func(t *testing.T) { testListVersionsModel(t, noXattr) })
+	}
+}
+
+func testListVersionsModel(t *testing.T, noXattr bool) {
+	b, ctx := newBucket(t, posix.Options{NoXattr: noXattr})
 	rng := rand.New(rand.NewPCG(13, 2))
 	keys := []string{"a/1", "a/2", "a-b", "a/x/y", "b", "b/c", "a//odd", "c", "a/3"}
 	m := verModel{}
