@@ -802,3 +802,54 @@ func TestSSECopyOntoItself(t *testing.T) {
 		t.Fatalf("after re-sealing with SSE-C: %v", err)
 	}
 }
+
+// TestSSEAWSCLI: aws-cli's `s3 cp` with --sse and --sse-c (12 MiB: a
+// multipart upload and a parallel ranged download), and a server-side
+// copy from an SSE-C source to SSE-S3 (multipart UploadPartCopy).
+func TestSSEAWSCLI(t *testing.T) {
+	awsBin := testutil.NeedCmd(t, "aws")
+	e := newSSEEnv(t)
+	dir := t.TempDir()
+	env := []string{"AWS_ACCESS_KEY_ID=" + e.ak, "AWS_SECRET_ACCESS_KEY=" + e.secret, "AWS_DEFAULT_REGION=us-east-1",
+		"AWS_CONFIG_FILE=" + filepath.Join(dir, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "none"), "PATH=" + os.Getenv("PATH")}
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, awsBin, append([]string{"--endpoint-url", e.ts.url}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("aws %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	src, keyFile := filepath.Join(dir, "src"), filepath.Join(dir, "key")
+	data := pattern(12 << 20)
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, bytes.Repeat([]byte{0x5a}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	same := func(p string) {
+		t.Helper()
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s differs from what was uploaded (%v)", p, err)
+		}
+	}
+	run("s3", "cp", "--no-progress", src, "s3://enc/cli-s3", "--sse", "AES256")
+	if out := run("s3api", "head-object", "--bucket", "enc", "--key", "cli-s3"); !strings.Contains(out, `"ServerSideEncryption": "AES256"`) {
+		t.Errorf("head-object: %s", out)
+	}
+	run("s3", "cp", "--no-progress", "s3://enc/cli-s3", filepath.Join(dir, "back-s3"))
+	same(filepath.Join(dir, "back-s3"))
+	run("s3", "cp", "--no-progress", src, "s3://enc/cli-c", "--sse-c", "AES256", "--sse-c-key", "fileb://"+keyFile)
+	run("s3", "cp", "--no-progress", "s3://enc/cli-c", filepath.Join(dir, "back-c"), "--sse-c", "AES256", "--sse-c-key", "fileb://"+keyFile)
+	same(filepath.Join(dir, "back-c"))
+	run("s3", "cp", "--no-progress", "s3://enc/cli-c", "s3://enc/cli-c2", "--sse-c-copy-source", "AES256", "--sse-c-copy-source-key", "fileb://"+keyFile, "--sse", "AES256")
+	run("s3", "cp", "--no-progress", "s3://enc/cli-c2", filepath.Join(dir, "back-c2"))
+	same(filepath.Join(dir, "back-c2"))
+	e.noPlaintextOnDisk(t, data, "cli-c")
+	e.noPlaintextOnDisk(t, data, "cli-c2")
+}
