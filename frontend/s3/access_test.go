@@ -1,10 +1,8 @@
 package s3
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -43,26 +41,8 @@ func newAccessTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return after cancel")
-		}
-		st.Close()
-	})
-	return &testServer{url: "http://" + ln.Addr().String(), srv: srv, st: st, reg: reg}
+	url, _ := serveTest(t, srv, st)
+	return &testServer{url: url, srv: srv, st: st, reg: reg}
 }
 
 // TestAdminSubjectToPolicyDeny: an admin is allowed everything on a

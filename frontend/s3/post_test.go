@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,23 +66,8 @@ func newSignedTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return after cancel")
-		}
-		st.Close()
-	})
-	return &testServer{url: "http://" + ln.Addr().String(), srv: srv, st: st}
+	url, _ := serveTest(t, srv, st)
+	return &testServer{url: url, srv: srv, st: st}
 }
 
 // signedPolicy builds a SigV4 POST form's auth fields for a policy,

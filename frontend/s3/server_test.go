@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,26 +59,8 @@ func newTestServerLog(t testing.TB, log *slog.Logger) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return after cancel")
-		}
-		st.Close()
-	})
-	return &testServer{url: "http://" + ln.Addr().String(), srv: srv, st: st, reg: reg}
+	url, _ := serveTest(t, srv, st)
+	return &testServer{url: url, srv: srv, st: st, reg: reg}
 }
 
 type resp struct {
@@ -556,4 +539,36 @@ func TestStalledBody(t *testing.T) {
 		t.Fatalf("stalled body: %d %s", res.StatusCode, b)
 	}
 	wantErr(t, ts.do(t, "GET", "/stall/obj", nil, nil), 404, "NoSuchKey")
+}
+
+// serveTest serves srv on a fresh 127.0.0.1 port and returns its URL and
+// stop, which stops the server (a Serve error fails the test) and closes
+// st; stop runs at the end of the test too and may be called earlier (a
+// restart over the same tree).
+func serveTest(t testing.TB, srv *Server, st interface{ Close() error }) (string, func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("Serve did not return after cancel")
+			}
+			st.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }

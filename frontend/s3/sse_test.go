@@ -13,7 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -69,23 +68,7 @@ func newSSEEnv(t *testing.T) *sseEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return after cancel")
-		}
-		st.Close()
-	})
-	url := "http://" + ln.Addr().String()
+	url, _ := serveTest(t, srv, st)
 	c := awss3.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(u.AccessKey, secret, "")},
 		func(o *awss3.Options) {
 			o.BaseEndpoint = aws.String(url)

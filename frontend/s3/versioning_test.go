@@ -2,11 +2,9 @@ package s3
 
 import (
 	"bytes"
-	"context"
 	"encoding/xml"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,29 +35,8 @@ func newTestServerAt(t *testing.T, dir string) (*testServer, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return after cancel")
-		}
-		st.Close()
-	}
-	t.Cleanup(stop)
-	return &testServer{url: "http://" + ln.Addr().String(), srv: srv, st: st}, stop
+	url, stop := serveTest(t, srv, st)
+	return &testServer{url: url, srv: srv, st: st}, stop
 }
 
 func listVersions(t *testing.T, ts *testServer, query string) listVersionsResult {
