@@ -178,6 +178,9 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		return ErrInvalidRequest.withMessage("Cannot specify both Range header and partNumber query parameter")
 	}
 	head := r.Method == http.MethodHead
+	if err := refuseSSEOnRead(r.Header); err != nil { // sse.go
+		return err
+	}
 	vid, err := versionParam(r)
 	if err != nil {
 		return err

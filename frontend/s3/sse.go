@@ -46,6 +46,14 @@ const (
 	sseModeCust   = "C"
 )
 
+// errKMS: SSE-KMS (aws:kms, aws:kms:dsse, or an SSE-KMS key ID or
+// context header) on a write or as a bucket default. tristore has no key
+// management service, so this stays 501 (a server feature not offered,
+// as AWS answers features a bucket or region lacks) and names the two
+// modes it does offer; nothing is stored (docs/s3.md, "Encryption at rest").
+var errKMS = ErrNotImplemented.withMessage("SSE-KMS (aws:kms, aws:kms:dsse) is not supported by this server: it has no key management service. " +
+	"Use SSE-S3 (x-amz-server-side-encryption: AES256) or SSE-C (x-amz-server-side-encryption-customer-* headers) instead.")
+
 // sseKeyCache holds the server key once loaded.
 type sseKeyCache struct {
 	mu  sync.Mutex
@@ -145,7 +153,7 @@ func (s *Server) sseForWrite(ctx context.Context, r *http.Request, bucket string
 	for k := range h {
 		lk := strings.ToLower(k)
 		if strings.HasPrefix(lk, "x-amz-server-side-encryption-aws-kms-") || lk == "x-amz-server-side-encryption-context" {
-			return sseWrite{}, ErrNotImplemented.withMessage("SSE-KMS is not supported by this server")
+			return sseWrite{}, errKMS
 		}
 	}
 	switch {
@@ -156,7 +164,7 @@ func (s *Server) sseForWrite(ctx context.Context, r *http.Request, bucket string
 	case alg == "AES256":
 		return sseWrite{mode: sseModeServer}, nil
 	case alg == "aws:kms" || alg == "aws:kms:dsse":
-		return sseWrite{}, ErrNotImplemented.withMessage("SSE-KMS is not supported by this server")
+		return sseWrite{}, errKMS
 	case alg != "":
 		return sseWrite{}, ErrInvalidArgument.withMessage("The encryption method specified is not supported")
 	}
@@ -259,6 +267,24 @@ func plainInfo(oi store.ObjectInfo) store.ObjectInfo {
 		oi.ETag = env["etag"]
 	}
 	return oi
+}
+
+// errSSEOnRead: x-amz-server-side-encryption (or an SSE-KMS header) on a
+// GET or HEAD. These headers say how to store an object; AWS refuses them
+// on reads with 400 InvalidArgument whatever the object's encryption (its
+// GetObject/HeadObject reference: "you'll get an HTTP 400 Bad Request
+// error"), before looking the object up. Only the SSE-C headers belong on
+// a read.
+var errSSEOnRead = ErrInvalidArgument.withMessage("x-amz-server-side-encryption header is not supported for this operation.")
+
+// refuseSSEOnRead returns errSSEOnRead when a read carries a storing header.
+func refuseSSEOnRead(h http.Header) error {
+	for _, k := range []string{sseHdr, sseHdr + "-Aws-Kms-Key-Id", sseHdr + "-Context"} {
+		if _, ok := h[k]; ok {
+			return errSSEOnRead
+		}
+	}
+	return nil
 }
 
 // errNotEncryptedWithKey: SSE-C headers on reading an object that is not SSE-C.

@@ -110,7 +110,7 @@ func (s *Server) putBucketEncryption(w http.ResponseWriter, r *http.Request, rc 
 			return ErrInvalidArgument.withMessage("a KMSMasterKeyID is not applicable if the default sse algorithm is not aws:kms")
 		}
 	case "aws:kms", "aws:kms:dsse":
-		return ErrNotImplemented.withMessage("SSE-KMS is not supported by this server")
+		return errKMS // sse.go
 	default:
 		return ErrMalformedXML
 	}
