@@ -251,6 +251,9 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	h := w.Header()
 	setObjectHeaders(h, oi, !partial && strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED"))
 	setVersionHeader(h, oi, vid)
+	if oi.VersionID == "" && vid == "" {
+		s.nullVersionHeader(ctx, h, rc.bucket) // versioning.go
+	}
 	sseResponseHeaders(h, oi, r.Header, sseCHdr)
 	lockHeaders(h, oi.Meta)
 	for p, hdr := range responseOverrides {

@@ -137,6 +137,19 @@ func setVersionHeader(h http.Header, oi store.ObjectInfo, asked string) {
 	}
 }
 
+// nullVersionHeader sends x-amz-version-id: null for the null version met
+// by a GET/HEAD without versionId in a bucket whose versioning is Enabled
+// or Suspended, as AWS does (an object written while versioning was
+// Suspended, or before it was first enabled). A bucket that never had
+// versioning sends none. PUT, CopyObject and CompleteMultipartUpload in a
+// Suspended bucket send none either: AWS's PutObject reference shows the
+// header only for Enabled buckets (docs/s3.md, Versioning).
+func (s *Server) nullVersionHeader(ctx context.Context, h http.Header, bucket string) {
+	if state, err := s.versioningState(ctx, bucket); err == nil && state != "" {
+		h.Set("X-Amz-Version-Id", "null")
+	}
+}
+
 // markerHeaders describes a delete marker met by GET/HEAD: S3 sends
 // x-amz-delete-marker and the marker's version with the error.
 func markerHeaders(w http.ResponseWriter, oi store.ObjectInfo) {
