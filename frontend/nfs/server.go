@@ -1,5 +1,6 @@
 // Package nfs serves the store's directory tree over NFS version 3
-// (RFC 1813) and MOUNT version 3 on one TCP port, with an optional tiny
+// (RFC 1813) and MOUNT version 3, and NFS version 4.0 (RFC 7530) and 4.1
+// (RFC 8881; nfs4*.go), all on one TCP port, with an optional tiny
 // portmapper (RFC 1833 GETPORT only) for clients that insist on port 111.
 //
 // Why not a library: the maintained Go NFS server (willscott/go-nfs) serves a
@@ -68,6 +69,10 @@ type Options struct {
 	Log              *slog.Logger
 	// Metrics, if set, receives per-procedure call counters and latencies.
 	Metrics prometheus.Registerer
+	// V4Lease is the NFSv4 lease time (default 90 s); V4Grace the grace
+	// period after a restart in which clients reclaim (default: one lease;
+	// negative: none).
+	V4Lease, V4Grace time.Duration
 }
 
 // Limits the server advertises in FSINFO and enforces.
@@ -94,6 +99,8 @@ type Server struct {
 	lns       []net.Listener
 	closed    bool
 	mounts    map[mountKey]struct{}
+	v4        *v4state
+	started   time.Time
 	port      uint32 // TCP port of the main listener (for GETPORT)
 	pmapAddr  net.Addr
 	handlers  sync.WaitGroup
@@ -135,6 +142,14 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics = m
 	s.mem = semaphore.NewWeighted(opts.MaxInFlightBytes)
+	s.started = time.Now()
+	if opts.V4Lease <= 0 {
+		opts.V4Lease = 90 * time.Second
+	}
+	if opts.V4Grace == 0 {
+		opts.V4Grace = opts.V4Lease
+	}
+	s.opts = opts
 	seen := map[string]bool{}
 	for i := range opts.Exports {
 		e := opts.Exports[i]
@@ -173,11 +188,15 @@ func New(opts Options) (*Server, error) {
 		s.exports = append(s.exports, &e)
 		s.byID[fs.ExportID()] = &e
 	}
+	s.v4 = newV4State(opts.DataDir, opts.V4Lease, opts.V4Grace, opts.Log)
 	return s, nil
 }
 
 func (s *Server) closeExports() {
 	s.closeOnce.Do(func() {
+		if s.v4 != nil {
+			s.v4.close()
+		}
 		for _, e := range s.exports {
 			e.fs.Close()
 		}
@@ -528,12 +547,14 @@ func (c *conn) handle(rec []byte) {
 	switch {
 	case call.Prog == nfs3.ProgNFS && call.Vers == nfs3.VersNFS:
 		table = nfsProcs
+	case call.Prog == nfs3.ProgNFS && call.Vers == 4:
+		table = v4Procs
 	case call.Prog == nfs3.ProgMount && call.Vers == nfs3.VersMount:
 		table = mountProcs
 	case call.Prog == nfs3.ProgPortmap && call.Vers == nfs3.VersPortmap:
 		table = portmapProcs
 	case call.Prog == nfs3.ProgNFS:
-		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersNFS, nfs3.VersNFS)
+		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersNFS, 4)
 		c.send(w.Bytes())
 		return
 	case call.Prog == nfs3.ProgMount:

@@ -56,6 +56,9 @@ func (w *Writer) Len() int { return len(w.buf) }
 // Reset empties the buffer, keeping its capacity.
 func (w *Writer) Reset() { w.buf = w.buf[:0] }
 
+// Truncate drops everything after the first n bytes.
+func (w *Writer) Truncate(n int) { w.buf = w.buf[:n] }
+
 // Uint32 writes an unsigned int.
 func (w *Writer) Uint32(v uint32) { w.buf = binary.BigEndian.AppendUint32(w.buf, v) }
 
