@@ -85,6 +85,26 @@ type Client struct {
 // Dial connects to the NFS service at addr (host:port). It does not mount;
 // call Mount for the root handle of an export.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	opts, cred, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, rsize: opts.Rsize, wsize: opts.Wsize}
+	c.nfs = newRPCClient(addr, opts.Dial, cred, opts.Timeout, opts.Retries, opts.Hard)
+	c.mnt = c.nfs
+	if opts.MountAddr != "" && opts.MountAddr != addr {
+		c.mnt = newRPCClient(opts.MountAddr, opts.Dial, cred, opts.Timeout, opts.Retries, opts.Hard)
+	}
+	// Connect now so a wrong address fails here, not at the first call.
+	if _, err := c.nfs.conn(ctx, time.Time{}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepare fills in Options' defaults and builds the AUTH_SYS identity
+// (shared by Dial and Dial4).
+func prepare(opts Options) (Options, *sunrpc.AuthSys, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 60 * time.Second
 	}
@@ -100,7 +120,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		opts.Wsize = 1 << 20
 	}
 	if opts.Rsize > nfs3.MaxData || opts.Wsize > nfs3.MaxData {
-		return nil, fmt.Errorf("nfs: rsize/wsize over %d bytes", nfs3.MaxData)
+		return opts, nil, fmt.Errorf("nfs: rsize/wsize over %d bytes", nfs3.MaxData)
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 8
@@ -123,20 +143,10 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		gid = *opts.GID
 	}
 	if len(opts.GIDs) > sunrpc.MaxAuthSysGIDs {
-		return nil, fmt.Errorf("nfs: %d supplementary groups (AUTH_SYS allows %d)", len(opts.GIDs), sunrpc.MaxAuthSysGIDs)
+		return opts, nil, fmt.Errorf("nfs: %d supplementary groups (AUTH_SYS allows %d)", len(opts.GIDs), sunrpc.MaxAuthSysGIDs)
 	}
 	cred := &sunrpc.AuthSys{Stamp: uint32(time.Now().Unix()), MachineName: opts.Machine, UID: uid, GID: gid, GIDs: opts.GIDs}
-	c := &Client{opts: opts, rsize: opts.Rsize, wsize: opts.Wsize}
-	c.nfs = newRPCClient(addr, opts.Dial, cred, opts.Timeout, opts.Retries, opts.Hard)
-	c.mnt = c.nfs
-	if opts.MountAddr != "" && opts.MountAddr != addr {
-		c.mnt = newRPCClient(opts.MountAddr, opts.Dial, cred, opts.Timeout, opts.Retries, opts.Hard)
-	}
-	// Connect now so a wrong address fails here, not at the first call.
-	if _, err := c.nfs.conn(ctx, time.Time{}); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return opts, cred, nil
 }
 
 // Close drops the connections; calls in flight fail with ErrClosed.
