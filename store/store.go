@@ -91,6 +91,12 @@ type ObjectMeta struct {
 	// it) or "FULL_OBJECT" (not computed: the object then gets no
 	// whole-object checksum rather than one of the wrong type).
 	ChecksumType string `json:",omitempty"`
+	// ChecksumAlgorithm is, for a multipart upload, the algorithm given
+	// at CreateMultipartUpload (x-amz-checksum-algorithm, upper case: "CRC32",
+	// "CRC32C", "CRC64NVME", "SHA1", "SHA256"), "" for none. The front end
+	// checks parts and Complete against it and ListParts shows the parts'
+	// checksums of it; the store only keeps it with the upload.
+	ChecksumAlgorithm string `json:",omitempty"`
 	// Object Lock (versioned buckets): LockMode is "", "GOVERNANCE" or
 	// "COMPLIANCE"; LockUntil the retain-until date; LegalHold the legal
 	// hold. The front end enforces them; the store keeps them per version.

@@ -3,6 +3,7 @@ package s3
 import (
 	"encoding/xml"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,6 +60,7 @@ type copyPartResult struct {
 	NS           string   `xml:"xmlns,attr"`
 	ETag         string   `xml:"ETag"`
 	LastModified string   `xml:"LastModified"`
+	partChecksumXML
 }
 
 // copyObject copies (or, onto itself with REPLACE, re-describes) an object.
@@ -224,13 +226,36 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 	if got.ETag != oi.ETag {
 		return ErrPreconditionFailed.withMessage("the copy source changed during the copy")
 	}
-	body, bsize, err := s.ssePart(ctx, r, rc.bucket, rc.key, uploadID, pn, rd, br.n, w.Header()) // sse_multipart.go
+	up, err := s.uploadOf(ctx, rc.bucket, rc.key, uploadID) // checksum_upload.go
 	if err != nil {
 		return err
 	}
-	pi, err := mp.PutPart(ctx, rc.bucket, rc.key, uploadID, pn, body, bsize)
+	// A part of an upload with a checksum algorithm gets its checksum
+	// computed from the bytes copied, as S3 does, so Complete can list it.
+	var plain io.Reader = rd
+	sum := newPartSum(up)
+	pc, keeps := s.st.(store.PartChecksummer)
+	if sum != nil && keeps {
+		plain = io.TeeReader(rd, sum)
+	}
+	body, bsize, err := s.ssePart(r, up, pn, plain, br.n, w.Header()) // sse_multipart.go
 	if err != nil {
 		return err
 	}
-	return writeXML(w, copyPartResult{NS: s3NS, ETag: `"` + pi.ETag + `"`, LastModified: xmlTime(pi.ModTime)})
+	var pi store.PartInfo
+	if sum != nil && keeps {
+		pi, err = pc.PutPartChecksums(ctx, rc.bucket, rc.key, uploadID, pn, body, bsize, func() map[string]string {
+			return map[string]string{sum.alg: sum.value()}
+		})
+	} else {
+		pi, err = mp.PutPart(ctx, rc.bucket, rc.key, uploadID, pn, body, bsize)
+	}
+	if err != nil {
+		return err
+	}
+	res := copyPartResult{NS: s3NS, ETag: `"` + pi.ETag + `"`, LastModified: xmlTime(pi.ModTime)}
+	if sum != nil {
+		res.partChecksumXML = makePartChecksumXML(sum.alg, pi.Checksums)
+	}
+	return writeXML(w, res)
 }

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -72,7 +73,8 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		if _, ok := checksumAlgs[strings.ToLower(a)]; !ok {
 			return ErrInvalidArgument.withMessage("Unsupported checksum algorithm " + a)
 		}
-		w.Header().Set("X-Amz-Checksum-Algorithm", strings.ToUpper(a))
+		meta.ChecksumAlgorithm = strings.ToUpper(a)
+		w.Header().Set("X-Amz-Checksum-Algorithm", meta.ChecksumAlgorithm)
 	}
 	ct, err := uploadChecksumType(r.Header) // checksum_complete.go
 	if err != nil {
@@ -108,12 +110,26 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if size > maxPartSize {
 		return ErrEntityTooLarge
 	}
+	up, err := s.uploadOf(r.Context(), rc.bucket, rc.key, id) // checksum_upload.go
+	if err != nil {
+		return err
+	}
+	// The upload's checksum algorithm binds its parts (checksum_upload.go);
+	// a FULL_OBJECT part without a checksum gets one computed.
+	computed, err := checkPartChecksum(r.Header, up)
+	if err != nil {
+		return err
+	}
 	vr, sums, err := newVerifyingReader(r.Body, size, r.Header)
 	if err != nil {
 		return err
 	}
+	var plain io.Reader = vr
+	if computed != nil {
+		plain = io.TeeReader(vr, computed)
+	}
 	// sse_multipart.go: a part of an encrypted upload is stored sealed.
-	body, bsize, err := s.ssePart(r.Context(), r, rc.bucket, rc.key, id, pn, vr, size, w.Header())
+	body, bsize, err := s.ssePart(r, up, pn, plain, size, w.Header())
 	if err != nil {
 		return err
 	}
@@ -122,7 +138,15 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		// The part keeps its checksums (header or, read after the body,
 		// aws-chunked trailer; both verified) for the composite checksum.
 		pi, err = pc.PutPartChecksums(r.Context(), rc.bucket, rc.key, id, pn, body, bsize, func() map[string]string {
-			return withTrailerChecksums(sums, r)
+			all := withTrailerChecksums(sums, r)
+			if computed != nil {
+				if all == nil {
+					all = map[string]string{}
+				}
+				all[computed.alg] = computed.value()
+				sums = all // echoed below
+			}
+			return all
 		})
 	} else {
 		pi, err = mp.PutPart(r.Context(), rc.bucket, rc.key, id, pn, body, bsize)
@@ -253,6 +277,13 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
+	// A Complete must agree with its upload's checksum settings
+	// (checksum_upload.go). An upload that is gone is left to the store,
+	// which answers a retried Complete that already happened.
+	up, _ := s.uploadOf(r.Context(), rc.bucket, rc.key, id)
+	if err := checkCompleteAgainstUpload(r.Header, up, parts, want); err != nil {
+		return err
+	}
 	// If-None-Match: * completes only onto an absent key: atomically
 	// through the store's no-replace publish when it has one, else by a
 	// check first (which two racing completes can both pass).
@@ -293,6 +324,35 @@ type partXML struct {
 	LastModified string `xml:"LastModified"`
 	ETag         string `xml:"ETag"`
 	Size         int64  `xml:"Size"`
+	partChecksumXML
+}
+
+// partChecksumXML is a part's checksum in ListParts, of the upload's
+// algorithm (none for an upload created without one), as S3 lists it.
+type partChecksumXML struct {
+	CRC32     string `xml:"ChecksumCRC32,omitempty"`
+	CRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+	CRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
+	SHA1      string `xml:"ChecksumSHA1,omitempty"`
+	SHA256    string `xml:"ChecksumSHA256,omitempty"`
+}
+
+func makePartChecksumXML(alg string, sums map[string]string) partChecksumXML {
+	var c partChecksumXML
+	v := sums[alg]
+	switch alg {
+	case "CRC32":
+		c.CRC32 = v
+	case "CRC32C":
+		c.CRC32C = v
+	case "CRC64NVME":
+		c.CRC64NVME = v
+	case "SHA1":
+		c.SHA1 = v
+	case "SHA256":
+		c.SHA256 = v
+	}
+	return c
 }
 
 type listPartsResult struct {
@@ -309,6 +369,8 @@ type listPartsResult struct {
 	MaxParts             int       `xml:"MaxParts"`
 	IsTruncated          bool      `xml:"IsTruncated"`
 	Parts                []partXML `xml:"Part"`
+	ChecksumAlgorithm    string    `xml:"ChecksumAlgorithm,omitempty"`
+	ChecksumType         string    `xml:"ChecksumType,omitempty"`
 }
 
 // intParam reads a non-negative integer query parameter with a default and a cap.
@@ -347,8 +409,10 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
 	o := owner{up.Meta.Owner, up.Meta.Owner}
+	alg := up.Meta.ChecksumAlgorithm
 	res := listPartsResult{NS: s3NS, Bucket: rc.bucket, Key: rc.key, UploadID: id, Initiator: o, Owner: o,
-		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: maxParts}
+		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: maxParts,
+		ChecksumAlgorithm: alg, ChecksumType: uploadType(up.Meta)} // checksum_complete.go
 	for _, p := range parts {
 		if p.Number <= marker {
 			continue
@@ -360,19 +424,21 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		if up.Meta.Encryption != nil {
 			p.Size, _ = sse.PlainSize(p.Size) // sse_multipart.go: sealed parts
 		}
-		res.Parts = append(res.Parts, partXML{p.Number, xmlTime(p.ModTime), `"` + p.ETag + `"`, p.Size})
+		res.Parts = append(res.Parts, partXML{p.Number, xmlTime(p.ModTime), `"` + p.ETag + `"`, p.Size, makePartChecksumXML(alg, p.Checksums)})
 		res.NextPartNumberMarker = p.Number
 	}
 	return writeXML(w, res)
 }
 
 type uploadXML struct {
-	Key          string `xml:"Key"`
-	UploadID     string `xml:"UploadId"`
-	Initiator    owner  `xml:"Initiator"`
-	Owner        owner  `xml:"Owner"`
-	StorageClass string `xml:"StorageClass"`
-	Initiated    string `xml:"Initiated"`
+	Key               string `xml:"Key"`
+	UploadID          string `xml:"UploadId"`
+	Initiator         owner  `xml:"Initiator"`
+	Owner             owner  `xml:"Owner"`
+	StorageClass      string `xml:"StorageClass"`
+	Initiated         string `xml:"Initiated"`
+	ChecksumAlgorithm string `xml:"ChecksumAlgorithm,omitempty"`
+	ChecksumType      string `xml:"ChecksumType,omitempty"`
 }
 
 type listUploadsResult struct {
@@ -422,7 +488,7 @@ func (s *Server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rc
 			break
 		}
 		o := owner{u.Meta.Owner, u.Meta.Owner}
-		res.Uploads = append(res.Uploads, uploadXML{u.Key, u.UploadID, o, o, "STANDARD", xmlTime(u.Initiated)})
+		res.Uploads = append(res.Uploads, uploadXML{u.Key, u.UploadID, o, o, "STANDARD", xmlTime(u.Initiated), u.Meta.ChecksumAlgorithm, uploadType(u.Meta)})
 		res.NextKeyMarker, res.NextUploadIDMarker = u.Key, u.UploadID
 	}
 	return writeXML(w, res)

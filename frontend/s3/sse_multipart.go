@@ -59,18 +59,14 @@ func (s *Server) sseUploadMeta(ctx context.Context, r *http.Request, bucket, key
 	return nil
 }
 
-// ssePart returns the stored bytes of one part of upload id (and their
+// ssePart returns the stored bytes of one part of upload up (and their
 // size): the plaintext itself for an upload that is not encrypted, else
 // sealed under the part's key after the SSE-C key (every part must carry
-// it, as in S3) has been checked.
-func (s *Server) ssePart(ctx context.Context, r *http.Request, bucket, key, id string, pn int, body io.Reader, size int64, h http.Header) (io.Reader, int64, error) {
-	ui, ok := s.st.(uploadInfoer)
-	if !ok {
+// it, as in S3) has been checked. up is nil for a store that cannot
+// describe an upload (uploadOf), whose uploads are never encrypted.
+func (s *Server) ssePart(r *http.Request, up *store.Upload, pn int, body io.Reader, size int64, h http.Header) (io.Reader, int64, error) {
+	if up == nil {
 		return body, size, nil
-	}
-	up, err := ui.UploadInfo(ctx, bucket, key, id)
-	if err != nil {
-		return nil, 0, err
 	}
 	if up.Meta.Encryption == nil {
 		if ck, err := parseCustomerKey(r, sseCHdr); err != nil || ck != nil {
@@ -81,7 +77,7 @@ func (s *Server) ssePart(ctx context.Context, r *http.Request, bucket, key, id s
 		}
 		return body, size, nil
 	}
-	oi := store.ObjectInfo{Bucket: bucket, Key: key, Meta: up.Meta}
+	oi := store.ObjectInfo{Bucket: up.Bucket, Key: up.Key, Meta: up.Meta}
 	dk, np, err := s.dataKey(oi, r, sseCHdr)
 	if err != nil {
 		return nil, 0, err

@@ -140,7 +140,12 @@ func uploadChecksums(ctype string, parts []store.PartInfo) map[string]string {
 func checkCompleteChecksums(asked []store.CompletePart, chosen []store.PartInfo, sums, want map[string]string) error {
 	for i, cp := range asked {
 		for alg, v := range cp.Checksums {
-			if have := chosen[i].Checksums[alg]; have != "" && have != v {
+			// A checksum the part was not uploaded with cannot be
+			// checked: refused like a wrong one (as S3 does), not ignored.
+			if have := chosen[i].Checksums[alg]; have != v {
+				if have == "" {
+					return fmt.Errorf("%w: part %d was uploaded without a %s checksum", store.ErrInvalidPart, cp.Number, alg)
+				}
 				return fmt.Errorf("%w: part %d has %s %s, not %s", store.ErrInvalidPart, cp.Number, alg, have, v)
 			}
 		}
