@@ -14,8 +14,11 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tristore/tristore/internal/reqmemo"
 )
 
 // Files under DATA/.tristore/iam (directory mode 0700, files 0600):
@@ -93,6 +96,8 @@ type Store struct {
 	byName  map[string]record
 	byKey   map[string]record
 	secrets map[string]string // access key -> decrypted secret (memory only)
+	// checks counts the stats of users.json by reload (for tests).
+	checks atomic.Int64
 }
 
 // Open opens (creating on first use) the user database under dataDir.
@@ -227,6 +232,7 @@ func statID(p string) (fileID, error) {
 // with force). A missing file is an empty database.
 func (s *Store) reload(force bool) error {
 	p := filepath.Join(s.dir, usersFile)
+	s.checks.Add(1)
 	id, err := statID(p)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("iam: %w", err)
@@ -327,12 +333,32 @@ func (s *Store) update(fn func(users map[string]record) error) error {
 	return s.reload(true)
 }
 
+// memoKey names this store's "users.json checked" mark in a request memo.
+type memoKey struct{ s *Store }
+
+// fresh reloads users.json if it changed, at most once per request: the
+// S3 front end starts a memo per request (internal/reqmemo), so a signed
+// request costs one stat of users.json (SecretFor for the signature, then
+// UserFor for the identity), not two. A change made during the request
+// applies from the next one on. Without a memo it checks every time.
+func (s *Store) fresh(ctx context.Context) error {
+	m := reqmemo.From(ctx)
+	if _, ok := m.Get(memoKey{s}); ok {
+		return nil
+	}
+	if err := s.reload(false); err != nil {
+		return err
+	}
+	m.Set(memoKey{s}, true)
+	return nil
+}
+
 // SecretFor returns the secret of accessKey (sigv4.Credentials).
 func (s *Store) SecretFor(ctx context.Context, accessKey string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	if err := s.reload(false); err != nil {
+	if err := s.fresh(ctx); err != nil {
 		return "", err
 	}
 	s.mu.RLock()
@@ -346,7 +372,12 @@ func (s *Store) SecretFor(ctx context.Context, accessKey string) (string, error)
 
 // UserByAccessKey returns the user owning accessKey.
 func (s *Store) UserByAccessKey(accessKey string) (User, error) {
-	if err := s.reload(false); err != nil {
+	return s.UserFor(context.Background(), accessKey)
+}
+
+// UserFor is UserByAccessKey within ctx's request (see fresh).
+func (s *Store) UserFor(ctx context.Context, accessKey string) (User, error) {
+	if err := s.fresh(ctx); err != nil {
 		return User{}, err
 	}
 	s.mu.RLock()

@@ -442,7 +442,7 @@ func (a *SigV4Auth) VerifyPost(ctx context.Context, f map[string]string, now tim
 		if subtle.ConstantTimeCompare([]byte(want), []byte(strings.ToLower(sig))) != 1 {
 			return Identity{}, ErrSignatureDoesNotMatch
 		}
-		return a.identity(parts[0])
+		return a.identity(ctx, parts[0])
 	}
 	ak := f["awsaccesskeyid"]
 	secret, err := a.users.SecretFor(ctx, ak)
@@ -456,7 +456,7 @@ func (a *SigV4Auth) VerifyPost(ctx context.Context, f map[string]string, now tim
 	if subtle.ConstantTimeCompare([]byte(want), []byte(f["signature"])) != 1 {
 		return Identity{}, ErrSignatureDoesNotMatch
 	}
-	return a.identity(ak)
+	return a.identity(ctx, ak)
 }
 
 func hmacSum(h func() hash.Hash, key []byte, data string) []byte {

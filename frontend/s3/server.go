@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tristore/tristore/frontend"
+	"github.com/tristore/tristore/internal/reqmemo"
 	"github.com/tristore/tristore/store"
 )
 
@@ -259,6 +260,10 @@ type reqCtx struct {
 // ServeHTTP authenticates, routes, authorises and runs one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// One memo per request: the store and the user database look the
+	// bucket's documents and the access key up once per request, not once
+	// per question (internal/reqmemo).
+	r = r.WithContext(reqmemo.With(r.Context()))
 	rc := &reqCtx{id: newRequestID()}
 	cw := &countingWriter{ResponseWriter: w}
 	cw.Header().Set("x-amz-request-id", rc.id)

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"net/http"
 	"sync"
 
@@ -41,7 +42,7 @@ func (a *SigV4Auth) Authenticate(r *http.Request) (Identity, error) {
 		if err != nil {
 			return Identity{}, err
 		}
-		return a.identity(res.AccessKey)
+		return a.identity(r.Context(), res.AccessKey)
 	}
 	res, err := a.v.Verify(r)
 	if err != nil {
@@ -50,12 +51,24 @@ func (a *SigV4Auth) Authenticate(r *http.Request) (Identity, error) {
 	if res.Anonymous {
 		return Identity{Anonymous: true}, nil
 	}
-	return a.identity(res.AccessKey)
+	return a.identity(r.Context(), res.AccessKey)
+}
+
+// userFor is implemented by users that look a key up within a request
+// (iam.Store: one check of its file per request, internal/reqmemo).
+type userFor interface {
+	UserFor(ctx context.Context, accessKey string) (iam.User, error)
 }
 
 // identity is the user behind a verified access key.
-func (a *SigV4Auth) identity(accessKey string) (Identity, error) {
-	u, err := a.users.UserByAccessKey(accessKey)
+func (a *SigV4Auth) identity(ctx context.Context, accessKey string) (Identity, error) {
+	var u iam.User
+	var err error
+	if uf, ok := a.users.(userFor); ok {
+		u, err = uf.UserFor(ctx, accessKey)
+	} else {
+		u, err = a.users.UserByAccessKey(accessKey)
+	}
 	if err != nil {
 		// Removed between the signature check and now.
 		return Identity{}, ErrInvalidAccessKeyID
