@@ -112,19 +112,10 @@ func AsStore(st store.Store) (Store, error) {
 	return vs, nil
 }
 
-// ValidName reports whether name is a valid volume name.
-func ValidName(name string) bool {
-	if len(name) == 0 || len(name) > 64 || name[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ValidName reports whether name is a valid volume name. It is
+// inuse.VolumeName: store/posix takes the in-use change lock only on
+// files with such a name directly under a bucket.
+func ValidName(name string) bool { return inuse.VolumeName(name) }
 
 // ParseRef splits "BUCKET/NAME".
 func ParseRef(ref string) (bucket, name string, err error) {

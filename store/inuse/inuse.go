@@ -36,6 +36,14 @@
 //
 // File systems without OFD locks get no protection: changers proceed and
 // Serve returns its file unlocked.
+//
+// Which files can be served: the only server is a volume of
+// blockdev/filelun, whose file is always DATA/BUCKET/NAME with NAME a
+// VolumeName (filelun.ValidName is VolumeName). A changer may therefore
+// skip the lock for any other path of the tree (store/posix's Put does,
+// for nested keys and every key that is no VolumeName: the lock costs an
+// open, a stat, an fcntl and a close per PUT). A new kind of server that
+// serves other paths must make such changers lock again.
 package inuse
 
 import (
@@ -246,6 +254,22 @@ func Serve(path string) (*os.File, error) {
 		unix.Close(fd) // replaced between open and lock: again
 	}
 	return nil, fmt.Errorf("%s: %w", path, ErrBusy)
+}
+
+// VolumeName reports whether name can be the name of a volume, and so of a
+// served file under its bucket: 1-64 characters of a-z, 0-9 and '-', not
+// starting with '-' (so that "iqn...:BUCKET:NAME" is a valid iSCSI name).
+func VolumeName(name string) bool {
+	if len(name) == 0 || len(name) > 64 || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Served reports whether the file at path is being served. It only looks

@@ -75,6 +75,7 @@ func (b *Backend) CreateBucket(ctx context.Context, bucket, owner string) error 
 		return err
 	}
 	p := b.bucketPath(bucket)
+	defer b.invalidateBucket(ctx, bucket)
 	if err := os.Mkdir(p, 0o755); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("%w: %s", store.ErrBucketExists, bucket)
@@ -99,16 +100,14 @@ func (b *Backend) CreateBucket(ctx context.Context, bucket, owner string) error 
 	return fsyncDir(b.root)
 }
 
-// StatBucket returns the bucket's info or ErrNoSuchBucket.
+// StatBucket returns the bucket's info or ErrNoSuchBucket (from the
+// bucket state cache, bucketcache.go).
 func (b *Backend) StatBucket(ctx context.Context, bucket string) (store.BucketInfo, error) {
-	if err := validBucket(bucket); err != nil {
-		return store.BucketInfo{}, noSuchBucketIfInvalid(err)
+	s, err := b.bucketState(ctx, bucket)
+	if err != nil {
+		return store.BucketInfo{}, err
 	}
-	fi, err := os.Lstat(b.bucketPath(bucket))
-	if err != nil || !fi.IsDir() {
-		return store.BucketInfo{}, fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
-	}
-	return b.bucketInfo(bucket, fi), nil
+	return s.info, nil
 }
 
 // DeleteBucket removes an empty bucket. Only objects make a bucket
@@ -119,6 +118,7 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 		return noSuchBucketIfInvalid(err)
 	}
 	p := b.bucketPath(bucket)
+	defer b.invalidateBucket(ctx, bucket)
 	d, err := openDir(p)
 	if err != nil {
 		return fmt.Errorf("%w: %s", store.ErrNoSuchBucket, bucket)
@@ -179,25 +179,17 @@ func validCfgName(name string) error {
 	return nil
 }
 
-// GetBucketConfig returns the named document ("" when unset).
+// GetBucketConfig returns the named document ("" when unset), from the
+// bucket state cache (bucketcache.go).
 func (b *Backend) GetBucketConfig(ctx context.Context, bucket, name string) (string, error) {
-	if _, err := b.StatBucket(ctx, bucket); err != nil {
+	s, err := b.bucketState(ctx, bucket)
+	if err != nil {
 		return "", err
 	}
 	if err := validCfgName(name); err != nil {
 		return "", err
 	}
-	if b.useXattr {
-		data, err := getxattr(b.bucketPath(bucket), nil, cfgXattrPfx+name)
-		if err == nil {
-			return string(data), nil
-		}
-	}
-	data, err := os.ReadFile(filepath.Join(b.bucketSysDir(bucket), "cfg-"+name))
-	if err != nil {
-		return "", nil
-	}
-	return string(data), nil
+	return s.docs[name], nil
 }
 
 // SetBucketConfig stores (value "" deletes) the named document durably.
@@ -208,6 +200,9 @@ func (b *Backend) SetBucketConfig(ctx context.Context, bucket, name, value strin
 	if err := validCfgName(name); err != nil {
 		return err
 	}
+	// The change is done (or failed) when this runs: the next lookup,
+	// this request's included, reads the bucket again.
+	defer b.invalidateBucket(ctx, bucket)
 	p := b.bucketPath(bucket)
 	file := filepath.Join(b.bucketSysDir(bucket), "cfg-"+name)
 	if value == "" {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -90,6 +91,11 @@ func (b *Backend) hiddenKeyOf(p string) (string, bool) {
 type hiddenIndex struct {
 	mu      sync.Mutex
 	buckets map[string]*hiddenSet
+	// gen counts the entry changes of any hidden area by this process
+	// (bumped before each one), so a Put that saw no hidden area in its
+	// bucket's state can tell whether one may have been filled since
+	// (bucketcache.go, dropHidden).
+	gen atomic.Int64
 }
 
 type hiddenSet struct {
@@ -127,6 +133,7 @@ func (h *hiddenIndex) forget(bucket string) {
 // lock (fsyncs stay outside).
 func (b *Backend) hiddenAround(bucket string) func(do func() error) error {
 	return func(do func() error) error {
+		b.hidden.gen.Add(1)
 		s := b.hidden.set(bucket)
 		s.mu.Lock()
 		defer s.mu.Unlock()

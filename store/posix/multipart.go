@@ -317,7 +317,7 @@ func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID str
 	if cs != nil {
 		rec.Sums = cs
 	}
-	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
+	st, err := b.publishKey(ctx, f, loc, hidden, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}

@@ -104,6 +104,11 @@ type keyLoc struct {
 	bucket, key string
 	plain       string // "" when the key has no plain path
 	hidden      string
+	// noHidden: the bucket had no hidden area in the state Put read
+	// (bucketcache.go) and hiddenGen was hiddenIndex.gen then, so unless
+	// the generation moved, no hidden copy of the key can exist.
+	noHidden  bool
+	hiddenGen int64
 }
 
 // check validates bucket and key and returns where the key may live.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -37,13 +38,23 @@ func (b *Backend) keyLock(p string) *sync.Mutex {
 }
 
 // tempFor creates a temp file in the directory of target, making the
-// parent directories. A concurrent Delete may remove a just-made empty
-// parent, so creation is retried a few times.
+// parent directories. It first just tries to create the file (one
+// openat2 that refuses symlinks: the common case of an existing parent);
+// only when that fails does it look at and make the parents. A concurrent
+// Delete may remove a just-made empty parent, so creation is retried a few
+// times.
 func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
 	bdir := b.bucketPath(bucket)
 	dir := filepath.Dir(target)
 	var changed []string
 	for range 20 {
+		f, err := createTemp(filepath.Join(dir, tmpPrefix+randomHex(8)))
+		if err == nil {
+			return f, changed, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, syscall.ELOOP) {
+			return nil, nil, fsErr(err)
+		}
 		c, err := mkdirParents(bdir, dir)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
@@ -55,15 +66,33 @@ func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
 			continue // a parent was removed by a concurrent Delete: again
 		}
 		changed = append(changed, c...)
-		f, err := os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
-		if err == nil {
-			return f, changed, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fsErr(err)
-		}
 	}
 	return nil, nil, fmt.Errorf("posix: parent directory of %s keeps disappearing", target)
+}
+
+// createTemp creates a new file at p (O_EXCL), refusing a symlink in any
+// component (safe.go). os.OpenFile would also register the descriptor
+// with the network poller (an epoll_ctl that fails for a regular file and
+// four fcntl calls around it); a file of the tree is never polled, so it
+// is wrapped as a plain file.
+func createTemp(p string) (*os.File, error) {
+	fd, err := openat2(p, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// mayBeServed reports whether the file at p could be a served volume
+// (store/inuse): only DATA/BUCKET/NAME with NAME an inuse.VolumeName can
+// be, so for every other path the in-use check and lock are skipped.
+func (b *Backend) mayBeServed(p string) bool {
+	rel, ok := strings.CutPrefix(p, b.root+string(filepath.Separator))
+	if !ok {
+		return true // not under the root: cannot tell, so lock
+	}
+	_, name, ok := strings.Cut(rel, string(filepath.Separator))
+	return ok && !strings.Contains(name, string(filepath.Separator)) && inuse.VolumeName(name)
 }
 
 // fill copies the body into f, hashing it. size < 0 reads to EOF.
@@ -189,7 +218,7 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	// (A no-replace publish never replaces anything.)
 	var held *inuse.Change
 	var err error
-	if !noReplace {
+	if !noReplace && b.mayBeServed(target) {
 		if held, err = inuse.ChangeAt(unix.AT_FDCWD, target); err != nil {
 			return fail(inUseErr(err, target))
 		}
@@ -223,7 +252,12 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		if noReplace {
 			return renameNoReplace(tmp, target)
 		}
-		return os.Rename(tmp, target)
+		// Not os.Rename, which lstats target first to refuse a
+		// directory there: the kernel refuses it too (EISDIR), handled below.
+		if err := unix.Rename(tmp, target); err != nil {
+			return &os.LinkError{Op: "rename", Old: tmp, New: target, Err: err}
+		}
+		return nil
 	}
 	if around != nil {
 		err = around(rename)
@@ -280,6 +314,11 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
+	bs, err := b.bucketState(ctx, bucket)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	loc.noHidden, loc.hiddenGen = bs.noHidden, bs.hiddenGen
 	f, changed, hidden, err := b.tempForKey(loc)
 	if err != nil {
 		return store.ObjectInfo{}, err
@@ -292,7 +331,7 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
 	rec.setMeta(meta)
-	st, err := b.publishKey(f, loc, hidden, changed, rec, noReplace)
+	st, err := b.publishKey(ctx, f, loc, hidden, changed, rec, noReplace)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -304,11 +343,16 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 // shape, else the hidden area (hidden reports which). It refuses a served
 // volume before any body is read (publish decides races).
 func (b *Backend) tempForKey(loc keyLoc) (*os.File, []string, bool, error) {
-	target, hidden := loc.plain, loc.plain == "" || isDirAt(loc.plain)
+	// A directory at the plain path (the key is a prefix of others) is
+	// found by the rename (EISDIR), which then publishes in the hidden
+	// area (publishKeyNow): no lstat here for the rare case. Without
+	// xattrs the record goes to a sidecar named after the path before the
+	// rename, so there the directory is looked for first, as before.
+	target, hidden := loc.plain, loc.plain == "" || !b.useXattr && isDirAt(loc.plain)
 	if hidden {
 		target = loc.hidden
 	}
-	if inuse.Served(target) {
+	if b.mayBeServed(target) && inuse.Served(target) {
 		return nil, nil, false, fmt.Errorf("%s/%s: %w", loc.bucket, loc.key, store.ErrInUse)
 	}
 	f, changed, err := b.tempFor(loc.bucket, target)
@@ -323,7 +367,7 @@ func (b *Backend) tempForKey(loc keyLoc) (*os.File, []string, bool, error) {
 // at its plain path unless hidden (or a directory took that path), else
 // in the hidden area with the key in its record. With noReplace an object
 // of the key in either place makes it fail with ErrPreconditionFailed.
-func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
+func (b *Backend) publishKey(ctx context.Context, f *os.File, loc keyLoc, hidden bool, changed []string, rec *record, noReplace bool) (unix.Stat_t, error) {
 	if rec.Enc != nil {
 		// Ciphertext (S3 encryption at rest) is no file content for NFS
 		// or a volume: mode 0600 keeps other users out while the server
@@ -334,7 +378,7 @@ func (b *Backend) publishKey(f *os.File, loc keyLoc, hidden bool, changed []stri
 			return unix.Stat_t{}, fsErr(err)
 		}
 	}
-	if state := b.versioning(loc.bucket); state != "" {
+	if state := b.versioning(ctx, loc.bucket); state != "" {
 		return b.publishVersion(f, loc, hidden, changed, rec, noReplace, state) // versions.go
 	}
 	return b.publishKeyNow(f, loc, hidden, changed, rec, noReplace)
@@ -377,7 +421,14 @@ func (b *Backend) publishKeyNow(f *os.File, loc keyLoc, hidden bool, changed []s
 }
 
 // dropHidden removes the hidden copy of a key that now has a plain file.
+// A bucket without a hidden area (in the state the Put read, with no
+// hidden entry changed by this process since) has no copy to look for.
+// Another process filling the area in that window leaves its copy
+// shadowed by the plain file, as a crash between the two steps would.
 func (b *Backend) dropHidden(loc keyLoc) error {
+	if loc.noHidden && b.hidden.gen.Load() == loc.hiddenGen {
+		return nil
+	}
 	if !isRegularAt(loc.hidden) {
 		return nil
 	}

@@ -79,6 +79,8 @@ type Backend struct {
 	hidden hiddenIndex
 	dirs   dirCache
 	vers   versionIndex // versions_index.go
+	// bcache keeps each bucket's record and documents (bucketcache.go).
+	bcache bucketCache
 
 	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once

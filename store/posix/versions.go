@@ -110,8 +110,8 @@ func (b *Backend) versionDir(bucket, key string) string {
 }
 
 // versioning returns the bucket's versioning state ("" = never enabled).
-func (b *Backend) versioning(bucket string) string {
-	v, _ := b.GetBucketConfig(context.Background(), bucket, store.VersioningConfig)
+func (b *Backend) versioning(ctx context.Context, bucket string) string {
+	v, _ := b.GetBucketConfig(ctx, bucket, store.VersioningConfig)
 	return v
 }
 
@@ -308,7 +308,7 @@ func (b *Backend) DeleteObject(ctx context.Context, bucket, key string) (store.O
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	state := b.versioning(bucket)
+	state := b.versioning(ctx, bucket)
 	if state == "" {
 		return store.ObjectInfo{}, b.deletePlain(ctx, loc)
 	}
