@@ -80,14 +80,20 @@ func listPartsOf(t *testing.T, ts *testServer, path, id string) listPartsXML {
 // part filled by UploadPartCopy gets its checksum computed from the bytes
 // copied (in CopyPartResult and ListParts), as S3 does, so a client can
 // list them in its Complete. An upload created without an algorithm lists
-// none.
+// none. CreateMultipartUpload answers the upload's type (COMPOSITE for an
+// algorithm alone; before, no type header then).
 func TestListPartsChecksums(t *testing.T) {
 	ts := newTestServer(t)
 	wantStatus(t, ts.do(t, "PUT", "/lpc", nil, nil), 200)
 	parts := [][]byte{bytes.Repeat([]byte("p"), store.MinPartSize), []byte("the last part")}
 	for _, alg := range []string{"CRC32", "CRC32C", "SHA1", "SHA256", "CRC64NVME"} {
 		path := "/lpc/" + strings.ToLower(alg)
-		id := mpCreate(t, ts, path, map[string]string{"X-Amz-Checksum-Algorithm": alg})
+		cr := ts.do(t, "POST", path+"?uploads", nil, map[string]string{"X-Amz-Checksum-Algorithm": alg})
+		var ir initiateResult
+		if cr.status != 200 || xml.Unmarshal(cr.body, &ir) != nil {
+			t.Fatalf("CreateMultipartUpload %s: %d %s", alg, cr.status, cr.body)
+		}
+		id := ir.UploadID
 		for i, p := range parts {
 			wantStatus(t, ts.do(t, "PUT", fmt.Sprintf("%s?partNumber=%d&uploadId=%s", path, i+1, id), p,
 				map[string]string{"X-Amz-Checksum-" + alg: sumOf(alg, p)}), 200)
@@ -96,6 +102,10 @@ func TestListPartsChecksums(t *testing.T) {
 		wantType := "COMPOSITE"
 		if alg == "CRC64NVME" {
 			wantType = "FULL_OBJECT"
+		}
+		// CreateMultipartUpload answers the type too, COMPOSITE for an algorithm alone.
+		if cr.header.Get("X-Amz-Checksum-Algorithm") != alg || cr.header.Get("X-Amz-Checksum-Type") != wantType {
+			t.Fatalf("%s: CreateMultipartUpload answered algorithm %q type %q", alg, cr.header.Get("X-Amz-Checksum-Algorithm"), cr.header.Get("X-Amz-Checksum-Type"))
 		}
 		if lp.ChecksumAlgorithm != alg || lp.ChecksumType != wantType || len(lp.Parts) != 2 {
 			t.Fatalf("%s: ListParts algorithm %q type %q, %d parts", alg, lp.ChecksumAlgorithm, lp.ChecksumType, len(lp.Parts))

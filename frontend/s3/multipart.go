@@ -82,7 +82,9 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	}
 	if ct != "" {
 		meta.ChecksumType = ct
-		w.Header().Set("X-Amz-Checksum-Type", ct)
+	}
+	if t := uploadType(meta); t != "" { // checksum_upload.go: COMPOSITE for an algorithm alone, as S3 answers
+		w.Header().Set("X-Amz-Checksum-Type", t)
 	}
 	id, err := mp.CreateMultipart(r.Context(), rc.bucket, rc.key, meta)
 	if err != nil {

@@ -42,8 +42,10 @@ const (
 )
 
 var (
-	ErrInvalidTag   = &APIError{"InvalidTag", http.StatusBadRequest, "The tag provided was not a valid tag."}
-	ErrNoSuchTagSet = &APIError{"NoSuchTagSet", http.StatusNotFound, "The TagSet does not exist"}
+	ErrInvalidTag = &APIError{"InvalidTag", http.StatusBadRequest, "The tag provided was not a valid tag."}
+	// errTooManyObjectTags: more than 10 tags on an object.
+	errTooManyObjectTags = &APIError{"BadRequest", http.StatusBadRequest, "Object tags cannot be greater than 10"}
+	ErrNoSuchTagSet      = &APIError{"NoSuchTagSet", http.StatusNotFound, "The TagSet does not exist"}
 )
 
 type tagXML struct {
@@ -78,7 +80,10 @@ func validTagChars(s string) bool {
 func checkTags(pairs []tagPair, max int) (map[string]string, error) {
 	if len(pairs) > max {
 		if max == maxObjectTags {
-			return nil, ErrInvalidTag.withMessage("Object tags cannot be greater than 10")
+			// AWS's code here is BadRequest, not InvalidTag (seen from
+			// boto3 and Terraform against AWS: "BadRequest: Object tags
+			// cannot be greater than 10").
+			return nil, errTooManyObjectTags
 		}
 		return nil, ErrInvalidTag.withMessage("Bucket tag count cannot be greater than 50")
 	}

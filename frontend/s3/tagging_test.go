@@ -85,8 +85,11 @@ func TestObjectTagging(t *testing.T) {
 	for i := range 11 {
 		many = append(many, fmt.Sprintf("k%d", i), "v")
 	}
+	// More than 10 tags is BadRequest in AWS, the others InvalidTag.
+	wantErr(t, ts.do(t, "PUT", "/tgb/o?tagging", tagDoc(many...), nil), 400, "BadRequest")
+	wantErr(t, ts.do(t, "PUT", "/tgb/many", []byte("x"), map[string]string{"X-Amz-Tagging": "a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8&i=9&j=10&k=11"}), 400, "BadRequest")
+	wantErr(t, ts.do(t, "GET", "/tgb/many", nil, nil), 404, "NoSuchKey")
 	for name, doc := range map[string][]byte{
-		"11 tags":     tagDoc(many...),
 		"long key":    tagDoc(strings.Repeat("k", 129), "v"),
 		"long value":  tagDoc("k", strings.Repeat("v", 257)),
 		"duplicate":   tagDoc("k", "a", "k", "b"),
