@@ -6,34 +6,89 @@
 # for chunk sizes 64 KiB .. 16 MiB with and without prefetching, and against
 # s3fs and rclone mount (--vfs-cache-mode full) on the same trace, same link,
 # same S3 server (tristore serve in the link's server namespace), in the
-# same run. Every side gets a fresh server, loads the files first (through
-# its own mount for tristore, whose format is chunks; as plain objects with
-# rclone copy for the peers), then mounts again with an empty cache of
-# CACHE bytes and replays the trace. Reported: average read and write
-# latency as the application sees it, and for tristore the chunk cache hit
-# ratio (demand reads served from the cache / all chunk reads).
+# same run. Reported: average read and write latency as the application
+# sees it, and for tristore the chunk cache hit ratio (demand reads served
+# from the cache / all chunk reads).
 #
-# Usage: sudo scripts/bench/cloudfs.sh [ROUNDS] [REQUESTS]
-#        (ONLY="tristore-1MiB s3fs" runs some sides only: a trial)
-# Peers: s3fs (apt s3fs), rclone (apt rclone); scripts/deps.sh --bench.
+# Each side, in each round, has two phases, each its own emulated link and
+# its own time bound, with the same server data directory:
+#   load    (preset lan, LOAD_TIMEOUT s): the files are written, through
+#           tristore's own mount for tristore (its format is chunks of the
+#           side's size), as plain objects with rclone copy for the peers;
+#           not measured, so it need not crawl over the slow link.
+#   replay  (preset realistic, REPLAY_TIMEOUT s): a fresh mount with an
+#           empty cache of CACHE bytes replays the trace, then unmounts
+#           (which uploads what is still dirty).
+# Progress is printed every 15 s. On any exit (failure, timeout, Ctrl-C)
+# the running phase is stopped by its PID, any process still running from
+# this run's work directory is killed by PID, its mounts are unmounted and
+# the work directory removed; a failed run keeps no raw file.
+#
+# Usage: sudo scripts/bench/cloudfs.sh [ROUNDS] [REQUESTS]   (default 1 150)
+#   SIDES="tristore-1MiB tristore-4MiB-nopf s3fs rclone"  the sides (default: all 12)
+#   FILES=20 MAX_SIZE=4194304 CACHE=16MiB                 the data set (~14 MiB) and cache
+#   LOAD_TIMEOUT=180 REPLAY_TIMEOUT=240                   bounds per phase, seconds
+# The default scale is what a shared 2-core machine runs in about 12
+# minutes for all 12 sides (one round): the 16 MiB sides replay 150
+# accesses in ~100 s, the 64 KiB side and the peers in ~10 s.
+# Peers: s3fs (apt s3fs), rclone (apt rclone): scripts/deps.sh --bench.
 set -euo pipefail
 BENCH_NAME=cloudfs
 . "$(dirname "$0")/lib.sh"
 cd "$BENCH_ROOT"
 ROUNDS=${1:-1}
-REQUESTS=${2:-400}
-FILES=${FILES:-30}
-CACHE=${CACHE:-32MiB}
+REQUESTS=${2:-150}
+FILES=${FILES:-20}
+MAX_SIZE=${MAX_SIZE:-4194304}
+CACHE=${CACHE:-16MiB}
+LOAD_TIMEOUT=${LOAD_TIMEOUT:-180}
+REPLAY_TIMEOUT=${REPLAY_TIMEOUT:-240}
 WORK=""
+PHASE_PID=""
+# stop_phase: the running phase (timeout -> netem run -> client, server)
+# gets SIGTERM, which netem run passes on to its process groups; SIGKILL
+# after 30 s.
+stop_phase() {
+  [ -n "$PHASE_PID" ] || return 0
+  kill -TERM "$PHASE_PID" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 "$PHASE_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$PHASE_PID" 2>/dev/null || true
+  wait "$PHASE_PID" 2>/dev/null || true
+  PHASE_PID=""
+}
+# kill_work_procs: every process whose command line names this run's work
+# directory (the mounts, servers, replays and netem runs it started; the
+# directory is a fresh mktemp name, so nothing else matches).
+kill_work_procs() {
+  local p cmd left=""
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [ "$p" = $$ ] && continue
+    cmd=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || continue
+    case $cmd in *"$WORK/"*) left="$left $p" ;; esac
+  done
+  [ -n "$left" ] || return 0
+  echo "cloudfs: killing leftover processes:$left" >&2
+  kill -KILL $left 2>/dev/null || true
+}
 cleanup() {
   [ -n "$WORK" ] || return 0
-  for m in "$WORK"/mnt*; do mountpoint -q "$m" 2>/dev/null && umount -l "$m"; done
+  stop_phase
+  kill_work_procs
+  local m
+  for m in "$WORK"/mnt-*; do
+    [ -e "$m" ] || continue
+    mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
+  done
   rm -rf "$WORK"
 }
 bench_need_root "network namespaces, TUN, FUSE"
 bench_need_cmd s3fs "apt-get install s3fs"
 bench_need_cmd rclone "apt-get install rclone"
-WORK=$(mktemp -d)
+bench_need_cmd fusermount3 "apt-get install fuse3"
+WORK=$(mktemp -d /tmp/cloudfs-bench.XXXXXX)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 bench_start "$WORK"
 (cd "$SRC" && go build -o "$WORK/replay" ./scripts/bench/cloudfs-replay) || bench_fail "cannot build cloudfs-replay"
 
@@ -41,7 +96,8 @@ AK=BENCHCLOUDFS00000001
 SK=bench-cloudfs-secret-000001
 cat >"$WORK/client.sh" <<'EOS'
 #!/usr/bin/env bash
-# Runs in the client namespace: SIDE, WORK, REQUESTS, FILES, CACHE, AK, SK set.
+# Runs in the client namespace: PHASE (load|replay), SIDE, WORK, REQUESTS,
+# FILES, MAX_SIZE, CACHE, AK, SK set.
 set -euo pipefail
 EP=http://192.0.2.2:9000
 export AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK
@@ -49,88 +105,143 @@ unset AWS_CA_BUNDLE # the endpoint is plain HTTP; rclone refuses a CA bundle it 
 T=$WORK/tristore
 M=$WORK/mnt-$SIDE
 mkdir -p "$M"
-"$T" s3 mb s3://trace --endpoint $EP >/dev/null
+say() { echo "$(date -u +%T) $PHASE $SIDE: $*" >&2; }
 waitmount() {
-  for i in $(seq 1 300); do mountpoint -q "$1" && return 0; sleep 0.1; done
+  for _ in $(seq 1 300); do mountpoint -q "$1" && return 0; sleep 0.1; done
   echo "no mount at $1" >&2; tail -5 "$WORK"/mount*.log >&2; return 1
 }
 PIDS=()
 # Whatever fails, no mount process or mount outlives this script.
-trap 'for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; mountpoint -q "$M" && umount -l "$M" || true' EXIT
-stopmount() { # PID DIR
+trap 'for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; mountpoint -q "$M" && umount -l "$M" || true' EXIT
+stopmount() { # PID DIR: unmount (dirty data is uploaded first), at most 120 s
   kill -TERM "$1" 2>/dev/null || true
-  for i in $(seq 1 1200); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 1200); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$1" 2>/dev/null && { say "mount $1 did not stop in 120 s"; return 1; }
   mountpoint -q "$2" && umount -l "$2" || true
   wait "$1" 2>/dev/null || true
 }
-REPLAY=("$WORK/replay" -dir "$M" -files "$FILES" -requests "$REQUESTS")
+REPLAY=("$WORK/replay" -dir "$M" -files "$FILES" -max-size "$MAX_SIZE" -requests "$REQUESTS")
+export RCLONE_CONFIG_T_TYPE=s3 RCLONE_CONFIG_T_PROVIDER=Other RCLONE_CONFIG_T_ENDPOINT=$EP \
+  RCLONE_CONFIG_T_ACCESS_KEY_ID=$AK RCLONE_CONFIG_T_SECRET_ACCESS_KEY=$SK RCLONE_CONFIG_T_FORCE_PATH_STYLE=true
 case $SIDE in
 tristore-*)
   cs=${SIDE#tristore-}; pf=0
   case $cs in *-nopf) cs=${cs%-nopf}; pf=-1 ;; esac
   common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE")
-  "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-load-$SIDE" >"$WORK/mount-load.log" 2>&1 &
-  pid=$!; PIDS+=("$pid"); waitmount "$M"
-  "${REPLAY[@]}" -setup
-  stopmount $pid "$M"
-  wait $pid 2>/dev/null || true
-  "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
-  pid=$!; PIDS+=("$pid"); waitmount "$M"
-  "${REPLAY[@]}" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
-  stopmount $pid "$M"
+  if [ "$PHASE" = load ]; then
+    "$T" s3 mb s3://trace --endpoint $EP >/dev/null
+    "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-load-$SIDE" >"$WORK/mount-load.log" 2>&1 &
+    pid=$!; PIDS+=("$pid"); waitmount "$M"
+    say "writing the files"
+    "${REPLAY[@]}" -setup
+    say "unmounting (uploads the chunks)"
+    stopmount $pid "$M"
+  else
+    "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
+    pid=$!; PIDS+=("$pid"); waitmount "$M"
+    say "replaying $REQUESTS accesses"
+    "${REPLAY[@]}" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
+    say "unmounting (uploads what is dirty)"
+    stopmount $pid "$M"
+  fi
   ;;
 rclone|s3fs)
-  mkdir -p "$WORK/local-$SIDE"
-  "$WORK/replay" -dir "$WORK/local-$SIDE" -files "$FILES" -setup
-  export RCLONE_CONFIG_T_TYPE=s3 RCLONE_CONFIG_T_PROVIDER=Other RCLONE_CONFIG_T_ENDPOINT=$EP \
-    RCLONE_CONFIG_T_ACCESS_KEY_ID=$AK RCLONE_CONFIG_T_SECRET_ACCESS_KEY=$SK RCLONE_CONFIG_T_FORCE_PATH_STYLE=true
-  rclone copy "$WORK/local-$SIDE" t:trace >"$WORK/copy.log" 2>&1 || { tail -5 "$WORK/copy.log" >&2; exit 1; }
-  if [ "$SIDE" = rclone ]; then
-    rclone mount t:trace "$M" --vfs-cache-mode full --vfs-cache-max-size "$CACHE" --cache-dir "$WORK/cache-$SIDE" \
-      --allow-other >"$WORK/mount.log" 2>&1 &
+  if [ "$PHASE" = load ]; then
+    "$T" s3 mb s3://trace --endpoint $EP >/dev/null
+    mkdir -p "$WORK/local-$SIDE"
+    "$WORK/replay" -dir "$WORK/local-$SIDE" -files "$FILES" -max-size "$MAX_SIZE" -setup
+    say "rclone copy of the files as plain objects"
+    rclone copy "$WORK/local-$SIDE" t:trace >"$WORK/copy.log" 2>&1 || { tail -5 "$WORK/copy.log" >&2; exit 1; }
+    rm -rf "$WORK/local-$SIDE"
   else
-    echo "$AK:$SK" >"$WORK/s3fs.pass"; chmod 600 "$WORK/s3fs.pass"
-    mkdir -p "$WORK/cache-$SIDE"
-    s3fs trace "$M" -f -o url=$EP,use_path_request_style,passwd_file="$WORK/s3fs.pass",use_cache="$WORK/cache-$SIDE",ensure_diskfree=100,allow_other \
-      >"$WORK/mount.log" 2>&1 &
+    if [ "$SIDE" = rclone ]; then
+      rclone mount t:trace "$M" --vfs-cache-mode full --vfs-cache-max-size "$CACHE" --cache-dir "$WORK/cache-$SIDE" \
+        --allow-other >"$WORK/mount.log" 2>&1 &
+    else
+      echo "$AK:$SK" >"$WORK/s3fs.pass"; chmod 600 "$WORK/s3fs.pass"
+      mkdir -p "$WORK/cache-$SIDE"
+      s3fs trace "$M" -f -o url=$EP,use_path_request_style,passwd_file="$WORK/s3fs.pass",use_cache="$WORK/cache-$SIDE",ensure_diskfree=100,allow_other \
+        >"$WORK/mount.log" 2>&1 &
+    fi
+    pid=$!; PIDS+=("$pid"); waitmount "$M"
+    say "replaying $REQUESTS accesses"
+    "${REPLAY[@]}" >"$WORK/replay.json" || { tail -20 "$WORK/mount.log" >&2; exit 1; }
+    say "unmounting"
+    stopmount $pid "$M"
   fi
-  pid=$!; PIDS+=("$pid"); waitmount "$M"
-  "${REPLAY[@]}" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
-  stopmount $pid "$M"
   ;;
 esac
+say "done"
 EOS
 chmod +x "$WORK/client.sh"
 
-SIDES=()
-for cs in 64KiB 1MiB 4MiB 8MiB 16MiB; do SIDES+=("tristore-$cs" "tristore-$cs-nopf"); done
-SIDES+=(rclone s3fs)
-if [ -n "${ONLY:-}" ]; then read -r -a SIDES <<<"$ONLY"; fi # a trial of some sides (not for BENCHMARKS.md)
+# phase NAME PRESET TIMEOUT SIDE R: one phase of one side over its own
+# emulated link, bounded by TIMEOUT seconds, with a progress line every
+# 15 s (the client's last line: the replay prints its own progress).
+phase() {
+  local name=$1 preset=$2 tmo=$3 s=$4 r=$5 t0=$SECONDS rc=0
+  : >"$WORK/run.log"
+  PHASE=$name SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE AK=$AK SK=$SK \
+    timeout -k 15 "$tmo" "$WORK/tristore" netem run --preset "$preset" \
+    --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
+    --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters-$name.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 &
+  PHASE_PID=$!
+  while kill -0 "$PHASE_PID" 2>/dev/null; do
+    for _ in $(seq 1 150); do kill -0 "$PHASE_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$PHASE_PID" 2>/dev/null || break
+    echo "  $(date -u +%T) $name $s: $((SECONDS - t0)) s of at most $tmo; $(grep -E '^(replay|setup):|^[0-9:]+ ' "$WORK/run.log" | tail -1); load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  done
+  wait "$PHASE_PID" || rc=$?
+  PHASE_PID=""
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -eq 124 ] && echo "cloudfs: $name of $s in round $r overran its $tmo s bound" >&2
+    bench_fail "$name of $s failed in round $r (exit $rc): $(grep -v '^up \|^down \|^RTT ' "$WORK/run.log" | tail -25)"
+  fi
+  echo "  $name $s: $((SECONDS - t0)) s" >&2
+}
 
-bench_machine "sudo scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours tristore-1MiB \
-  -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }')" \
+ALL=()
+for cs in 64KiB 1MiB 4MiB 8MiB 16MiB; do ALL+=("tristore-$cs" "tristore-$cs-nopf"); done
+ALL+=(rclone s3fs)
+read -r -a SIDES <<<"${SIDES:-${ALL[*]}}"
+# ONLY= (the older name for a trial with some sides) still works.
+if [ -n "${ONLY:-}" ]; then read -r -a SIDES <<<"$ONLY"; fi
+n=$((ROUNDS * ${#SIDES[@]}))
+# The table's ratios are against tristore-1MiB (the default chunk size)
+# when it ran, else against the first tristore side.
+OURS=""
+for s in "${SIDES[@]}"; do
+  case $s in tristore-1MiB) OURS=$s; break ;; tristore-*) [ -n "$OURS" ] || OURS=$s ;; esac
+done
+[ -n "$OURS" ] || bench_fail "SIDES names no tristore side"
+echo "cloudfs: $ROUNDS round(s) x ${#SIDES[@]} sides (${SIDES[*]}), $REQUESTS accesses, $FILES files <= $MAX_SIZE B, cache $CACHE;" \
+  "at most $((n * (LOAD_TIMEOUT + REPLAY_TIMEOUT + 30) / 60)) min; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+bench_machine "sudo SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
+  -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }') (use_cache)" \
   -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" \
-  -note "Link: netem preset realistic. Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..8 MiB), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off. Latency: each pread/pwrite as the application sees it (kernel page cache included, for every side)."
+  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off. Latency: each pread/pwrite as the application sees it (kernel page cache included, for every side)."
 
+T0=$SECONDS
+i=0
 for r in $(seq 1 "$ROUNDS"); do
   for s in $(bench_order "$r" "${SIDES[@]}"); do
-    echo "round $r: $s" >&2
-    rm -f "$WORK/replay.json" "$WORK/stats.json"
+    i=$((i + 1))
+    echo "$(date -u +%T) round $r: $s ($i of $n, $(((SECONDS - T0) / 60)) min so far)" >&2
+    rm -rf "$WORK/replay.json" "$WORK/stats.json" "$WORK"/cache-* "$WORK"/local-*
+    phase load lan "$LOAD_TIMEOUT" "$s" "$r"
     lb=$(bench_load)
-    # Bounded: a side that hangs (a link that stopped carrying new
-    # connections was seen once under heavy machine load) fails the run.
-    SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES CACHE=$CACHE AK=$AK SK=$SK timeout -k 10 ${SIDE_TIMEOUT:-900} "$WORK/tristore" netem run --preset realistic \
-      --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
-      --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 ||
-      bench_fail "$s failed in round $r: $(grep -v '^up \|^down \|^RTT ' "$WORK/run.log" | tail -25)"
-    read -r rd wr < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"])' "$WORK/replay.json")
+    phase replay realistic "$REPLAY_TIMEOUT" "$s" "$r"
+    read -r rd wr secs < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"], d["seconds"])' "$WORK/replay.json")
     args=(-json "$WORK/replay.json" -v "average read latency, ms=$rd" -v "average write latency, ms=$wr")
     if [ -e "$WORK/stats.json" ]; then
       hit=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(100*d["Hits"]/max(1,d["Hits"]+d["Misses"]))' "$WORK/stats.json")
       args+=(-v "chunk cache hit ratio, %=$hit")
     fi
+    echo "  $s: read $rd ms, write $wr ms (trace $secs s)" >&2
     bench_record "$r" "$s" "$lb" "${args[@]}"
     rm -rf "$WORK/srv-$s-$r" "$WORK"/cache-* "$WORK"/local-*
   done
 done
+echo "cloudfs: done in $(((SECONDS - T0) / 60)) min" >&2
 bench_table

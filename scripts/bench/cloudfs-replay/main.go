@@ -40,6 +40,7 @@ func main() {
 	writes := flag.Float64("write", 0.25, "fraction of accesses that write")
 	seq := flag.Float64("seq", 0.7, "probability an access continues where the last one on that file ended")
 	seed := flag.Uint64("seed", 1, "trace seed")
+	progress := flag.Duration("progress", 10*time.Second, "print progress to stderr this often (0: never)")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "cloudfs-replay: -dir is required")
@@ -54,7 +55,12 @@ func main() {
 	name := func(i int) string { return filepath.Join(*dir, fmt.Sprintf("f%03d", i)) }
 	if *setup {
 		buf := make([]byte, 1<<20)
+		start, last := time.Now(), time.Now()
 		for i, sz := range sizes {
+			if *progress > 0 && time.Since(last) >= *progress {
+				last = time.Now()
+				fmt.Fprintf(os.Stderr, "setup: %d/%d files, %.0f s\n", i, len(sizes), time.Since(start).Seconds())
+			}
 			f, err := os.Create(name(i))
 			if err != nil {
 				fail(err)
@@ -88,7 +94,12 @@ func main() {
 	var rsum, wsum time.Duration
 	var rn, wn int
 	start := time.Now()
+	last := start
 	for k := 0; k < *requests; k++ {
+		if *progress > 0 && time.Since(last) >= *progress {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "replay: %d/%d accesses, %.0f s\n", k, *requests, time.Since(start).Seconds())
+		}
 		i := int(zipf.Uint64())
 		sz := sizes[i]
 		off := cursor[i]
