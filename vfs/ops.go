@@ -325,6 +325,66 @@ func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (h Han
 	return h, a, dc, fs.commitMeta(err, o, "")
 }
 
+// Mknod makes a FIFO, a socket or a device node. The store's other views
+// never block on these: S3 listings show regular files only and the posix
+// store opens with O_NONBLOCK until it knows an object is regular.
+func (fs *FS) Mknod(c Cred, dir Handle, name string, typ FileType, major, minor uint32, s SetAttr) (h Handle, a Attr, dc DirChange, err error) {
+	if err := fs.writable(); err != nil {
+		return nil, Attr{}, DirChange{}, err
+	}
+	var kind uint32
+	switch typ {
+	case TypeFIFO:
+		kind = unix.S_IFIFO
+	case TypeSocket:
+		kind = unix.S_IFSOCK
+	case TypeChar:
+		kind = unix.S_IFCHR
+	case TypeBlock:
+		kind = unix.S_IFBLK
+	default:
+		return nil, Attr{}, DirChange{}, unix.EINVAL
+	}
+	var o *obj
+	o, dc, err = fs.dirOp(dir)
+	if err != nil {
+		return nil, Attr{}, dc, err
+	}
+	defer fs.finish(o, &dc)
+	if err := checkNewName(name); err != nil {
+		return nil, Attr{}, dc, err
+	}
+	perm := uint32(0o644)
+	if s.Mode != nil {
+		perm = *s.Mode & 0o7777
+	}
+	err = fs.as(c, func() error {
+		if err := unix.Mknodat(o.fd, name, kind|perm, int(unix.Mkdev(major, minor))); err != nil {
+			return err
+		}
+		// The umask applied to mknodat: set the mode asked for, then the rest.
+		fd, err := unix.Openat(o.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			no := &obj{fd: fd}
+			unix.Fstat(fd, &no.st)
+			err = unix.Fchmodat(o.fd, name, perm, 0)
+			if err == nil {
+				s2 := s
+				s2.Mode = nil
+				err = fs.applyAttrs(no, c, s2)
+			}
+			no.close()
+		}
+		if err != nil {
+			unix.Unlinkat(o.fd, name, 0)
+			return err
+		}
+		h, a, err = fs.child(o, name)
+		return err
+	})
+	return h, a, dc, fs.commitMeta(err, o, name)
+}
+
 func containsNUL(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == 0 {

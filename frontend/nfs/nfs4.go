@@ -35,6 +35,7 @@ const (
 	v4MaxReqSize  = 1<<20 + 64<<10
 	v4MaxRespSize = 1<<20 + 64<<10
 	v4MaxCached   = 64 << 10 // largest reply a slot keeps for replay
+	v4MinChannel  = 256      // smallest request/reply size a session channel may have
 )
 
 // compound is the state of one COMPOUND being evaluated.
@@ -46,8 +47,14 @@ type compound struct {
 	saved fh4
 	curSt nfs4.Stateid // 4.1 current stateid
 	hasSt bool
-	sess  *v4session
-	slot  *v4slot
+	// the saved filehandle's stateid (SAVEFH/RESTOREFH keep them together)
+	savedSt    nfs4.Stateid
+	savedHasSt bool
+	nops       uint32 // operations in the COMPOUND
+	reqLen     int    // bytes of the call record
+	cacheThis  bool   // SEQUENCE asked for the reply to be cached
+	sess       *v4session
+	slot       *v4slot
 	// seqOwner, if set by an operation, is the 4.0 open or lock owner whose
 	// seqid the operation consumed: the encoded result is kept for replay.
 	seqOwner *v4owner
@@ -168,7 +175,7 @@ func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) e
 		finish()
 		return nil
 	}
-	c := &compound{s: s, req: req, minor: hdr.Minor}
+	c := &compound{s: s, req: req, minor: hdr.Minor, nops: hdr.NOps, reqLen: len(r.Buffer())}
 	defer c.release()
 	if hdr.NOps > nfs4.MaxOps || (hdr.Minor == 0 && hdr.NOps > v4MaxOps) {
 		// 4.0 has no "too many ops" error; RESOURCE is what RFC 7530 names.
@@ -229,6 +236,24 @@ func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) e
 		start := w.Len()
 		w.Uint32(uint32(opnum))
 		res.Encode(w)
+		if c.sess != nil && res.Stat() == nfs4.OK {
+			// The session's reply limits (RFC 8881 18.46.3): the operation
+			// whose result would cross them fails instead.
+			size := w.Len() - replyStart
+			tooBig := nfs4.OK
+			switch {
+			case size > int(c.sess.fore.MaxResponseSize):
+				tooBig = nfs4.ErrRepTooBig
+			case c.cacheThis && size > int(c.sess.fore.MaxResponseSizeCached):
+				tooBig = nfs4.ErrRepTooBigToCache
+			}
+			if tooBig != nfs4.OK {
+				w.Truncate(start)
+				w.Uint32(uint32(opnum))
+				res = &nfs4.StatusRes{Status: tooBig}
+				res.Encode(w)
+			}
+		}
 		if c.seqOwner != nil {
 			s.v4.mu.Lock()
 			c.seqOwner.remember(opnum, w.Bytes()[start+4:])

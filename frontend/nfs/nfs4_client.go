@@ -143,18 +143,24 @@ func op4ExchangeID(c *compound, a nfs4.Args) nfs4.Res {
 		conf.renewed = time.Now()
 		return res(conf)
 	}
-	if conf != nil && conf.verf == args.Verifier {
-		if conf.principal != c.principal() && (len(conf.owners) > 0 || len(conf.sessions) > 0) {
+	if conf != nil && conf.principal != c.principal() {
+		// Another principal uses this owner: it may take the record over
+		// only if the record holds nothing (RFC 8881 18.35.5 case 3).
+		if v4.hasState(conf) && time.Since(conf.renewed) <= v4.lease {
 			return &nfs4.ExchangeIDRes{Status: nfs4.ErrClidInUse}
 		}
-		conf.renewed = time.Now()
+		v4.removeClient(conf)
+		v4.persistLocked()
+		conf = nil
+	}
+	if conf != nil && conf.verf == args.Verifier {
+		conf.renewed = time.Now() // case 2: the same client again
 		return res(conf)
 	}
+	// Cases 1, 4 and 5: a new unconfirmed record with a new client ID
+	// (one left unconfirmed is replaced; a confirmed one from before a
+	// client reboot goes when the new one is confirmed).
 	if old := v4.unconfirmed[key]; old != nil {
-		if old.verf == args.Verifier && old.principal == c.principal() {
-			old.renewed = time.Now()
-			return res(old)
-		}
 		v4.removeClient(old)
 	}
 	cl := &v4client{id: v4.newClientID(), ownerID: append([]byte(nil), args.OwnerID...), verf: args.Verifier,
@@ -162,6 +168,19 @@ func op4ExchangeID(c *compound, a nfs4.Args) nfs4.Res {
 	v4.unconfirmed[key] = cl
 	v4.clients[cl.id] = cl
 	return res(cl)
+}
+
+// hasState reports whether a client holds opens, locks or sessions.
+func (st *v4state) hasState(cl *v4client) bool {
+	if len(cl.sessions) > 0 {
+		return true
+	}
+	for _, o := range cl.owners {
+		if len(o.states) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // v4owner is the server owner and scope: one server, one owner.
@@ -185,9 +204,12 @@ func op4CreateSession(c *compound, a nfs4.Args) nfs4.Res {
 	defer v4.mu.Unlock()
 	cl := v4.clients[args.ClientID]
 	if cl == nil || cl.minor < 1 {
-		if v4.staleClientID(args.ClientID) || cl == nil {
-			return &nfs4.CreateSessionRes{Status: nfs4.ErrStaleClientID}
-		}
+		return &nfs4.CreateSessionRes{Status: nfs4.ErrStaleClientID}
+	}
+	if !cl.confirmed && time.Since(cl.renewed) > v4.lease {
+		// An unconfirmed record lives one lease (RFC 8881 18.35.4).
+		v4.removeClient(cl)
+		return &nfs4.CreateSessionRes{Status: nfs4.ErrStaleClientID}
 	}
 	switch {
 	case args.Sequence == cl.csSeq && cl.csReply != nil:
@@ -199,8 +221,17 @@ func op4CreateSession(c *compound, a nfs4.Args) nfs4.Res {
 	if cl.principal != c.principal() {
 		return &nfs4.CreateSessionRes{Status: nfs4.ErrClidInUse}
 	}
-	if args.Fore.MaxRequestSize < 256 || args.Fore.MaxResponseSize < 256 || args.Fore.MaxOperations < 2 ||
-		args.Fore.HeaderPadSize > 0 && len(args.Fore.RDMAIrd) > 0 {
+	if args.Flags&^(nfs4.CreateSessionPersist|nfs4.CreateSessionConnBackChan|nfs4.CreateSessionConnRDMA) != 0 {
+		return &nfs4.CreateSessionRes{Status: nfs4.ErrInval}
+	}
+	// Channels on which no request or reply could ever fit (RFC 8881
+	// 18.36.3: NFS4ERR_TOOSMALL).
+	for _, ch := range []nfs4.ChannelAttrs{args.Fore, args.Back} {
+		if ch.MaxRequestSize < v4MinChannel || ch.MaxResponseSize < v4MinChannel || ch.MaxRequests < 1 {
+			return &nfs4.CreateSessionRes{Status: nfs4.ErrTooSmall}
+		}
+	}
+	if args.Fore.MaxOperations < 2 {
 		return &nfs4.CreateSessionRes{Status: nfs4.ErrTooSmall}
 	}
 	if !cl.confirmed {
@@ -275,6 +306,10 @@ func op4Sequence(c *compound, a nfs4.Args) nfs4.Res {
 	}
 	sl := &sess.slots[args.Slot]
 	switch {
+	case c.nops > sess.fore.MaxOperations:
+		return &nfs4.SequenceRes{Status: nfs4.ErrTooManyOps}
+	case c.reqLen > int(sess.fore.MaxRequestSize):
+		return &nfs4.SequenceRes{Status: nfs4.ErrReqTooBig}
 	case sl.inUse:
 		return &nfs4.SequenceRes{Status: nfs4.ErrDelay}
 	case args.Sequence == sl.seq && sl.seq != 0:
@@ -288,7 +323,7 @@ func op4Sequence(c *compound, a nfs4.Args) nfs4.Res {
 	sl.seq = args.Sequence
 	sl.inUse = true
 	sl.cached = false
-	c.sess, c.slot = sess, sl
+	c.sess, c.slot, c.cacheThis = sess, sl, args.CacheThis
 	sess.client.renewed = time.Now()
 	res := &nfs4.SequenceRes{SessionID: sess.id, Sequence: args.Sequence, Slot: args.Slot,
 		HighestSlot: uint32(len(sess.slots) - 1), TargetHighestSlot: uint32(len(sess.slots) - 1)}

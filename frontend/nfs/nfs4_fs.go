@@ -102,7 +102,7 @@ func checkName4(name string) nfs4.Status {
 func op4PutFH(c *compound, a nfs4.Args) nfs4.Res {
 	args := a.(*nfs4.PutFHArgs)
 	if bytes.Equal(args.FH, pseudoFH) {
-		c.cur = fh4{set: true, pseudo: true}
+		c.setFH(fh4{set: true, pseudo: true})
 		return &nfs4.StatusRes{}
 	}
 	id, err := vfs.HandleExportID(vfs.Handle(args.FH))
@@ -114,14 +114,26 @@ func op4PutFH(c *compound, a nfs4.Args) nfs4.Res {
 		return &nfs4.StatusRes{Status: nfs4.ErrStale}
 	}
 	if _, err := e.fs.GetAttr(vfs.Handle(args.FH)); err != nil {
-		return &nfs4.StatusRes{Status: statusOf4(err)}
+		// A file removed while open keeps its handle for the holders of
+		// the open (CLOSE, LOCKU must still work), as an open-but-unlinked
+		// file does locally.
+		if st := statusOf4(err); st != nfs4.ErrStale || !c.s.v4.isOpen(e, vfs.Handle(args.FH).FileID()) {
+			return &nfs4.StatusRes{Status: st}
+		}
 	}
-	c.cur = fh4{set: true, e: e, h: append(vfs.Handle(nil), args.FH...)}
+	c.setFH(fh4{set: true, e: e, h: append(vfs.Handle(nil), args.FH...)})
 	return &nfs4.StatusRes{}
 }
 
+// setFH changes the current filehandle; the current stateid no longer
+// applies to it (RFC 8881 16.2.3.1.2).
+func (c *compound) setFH(f fh4) {
+	c.cur = f
+	c.hasSt = false
+}
+
 func op4PutRootFH(c *compound, _ nfs4.Args) nfs4.Res {
-	c.cur = c.s.v4root()
+	c.setFH(c.s.v4root())
 	return &nfs4.StatusRes{}
 }
 
@@ -137,7 +149,7 @@ func op4SaveFH(c *compound, _ nfs4.Args) nfs4.Res {
 	if !c.cur.set {
 		return &nfs4.StatusRes{Status: nfs4.ErrNoFileHandle}
 	}
-	c.saved = c.cur
+	c.saved, c.savedSt, c.savedHasSt = c.cur, c.curSt, c.hasSt
 	return &nfs4.StatusRes{}
 }
 
@@ -145,7 +157,7 @@ func op4RestoreFH(c *compound, _ nfs4.Args) nfs4.Res {
 	if !c.saved.set {
 		return &nfs4.StatusRes{Status: nfs4.ErrRestoreFH}
 	}
-	c.cur = c.saved
+	c.cur, c.curSt, c.hasSt = c.saved, c.savedSt, c.savedHasSt
 	return &nfs4.StatusRes{}
 }
 
@@ -169,7 +181,7 @@ func op4Lookup(c *compound, a nfs4.Args) nfs4.Res {
 		}
 		for _, e := range c.s.exports {
 			if e.Path == "/"+name && e.allows(c.req.c.addr) {
-				c.cur = fh4{set: true, e: e, h: e.fs.Root()}
+				c.setFH(fh4{set: true, e: e, h: e.fs.Root()})
 				return &nfs4.StatusRes{}
 			}
 		}
@@ -192,7 +204,7 @@ func op4Lookup(c *compound, a nfs4.Args) nfs4.Res {
 				if !e.allows(c.req.c.addr) {
 					return &nfs4.StatusRes{Status: nfs4.ErrAccess}
 				}
-				c.cur = fh4{set: true, e: e, h: e.fs.Root()}
+				c.setFH(fh4{set: true, e: e, h: e.fs.Root()})
 				return &nfs4.StatusRes{}
 			}
 		}
@@ -201,7 +213,7 @@ func op4Lookup(c *compound, a nfs4.Args) nfs4.Res {
 	if err != nil {
 		return &nfs4.StatusRes{Status: statusOf4(err)}
 	}
-	c.cur = fh4{set: true, e: f.e, h: h}
+	c.setFH(fh4{set: true, e: f.e, h: h})
 	return &nfs4.StatusRes{}
 }
 
@@ -224,14 +236,14 @@ func op4LookupP(c *compound, _ nfs4.Args) nfs4.Res {
 		if f.e.Path == "/" {
 			return &nfs4.StatusRes{Status: nfs4.ErrNoEnt}
 		}
-		c.cur = c.s.v4root()
+		c.setFH(c.s.v4root())
 		return &nfs4.StatusRes{}
 	}
 	h, _, _, err := f.e.fs.Lookup(cred, f.h, "..")
 	if err != nil {
 		return &nfs4.StatusRes{Status: statusOf4(err)}
 	}
-	c.cur = fh4{set: true, e: f.e, h: h}
+	c.setFH(fh4{set: true, e: f.e, h: h})
 	return &nfs4.StatusRes{}
 }
 
@@ -239,6 +251,9 @@ var v4types = [...]nfs4.FileType{
 	vfs.TypeRegular: nfs4.TypeReg, vfs.TypeDir: nfs4.TypeDir, vfs.TypeBlock: nfs4.TypeBlk,
 	vfs.TypeChar: nfs4.TypeChr, vfs.TypeSymlink: nfs4.TypeLnk, vfs.TypeSocket: nfs4.TypeSock, vfs.TypeFIFO: nfs4.TypeFIFO,
 }
+
+var vfsType4 = map[nfs4.FileType]vfs.FileType{nfs4.TypeBlk: vfs.TypeBlock, nfs4.TypeChr: vfs.TypeChar,
+	nfs4.TypeSock: vfs.TypeSocket, nfs4.TypeFIFO: vfs.TypeFIFO}
 
 func v4time(t time.Time) nfs4.Time { return nfs4.Time{Sec: t.Unix(), Nsec: uint32(t.Nanosecond())} }
 
@@ -615,15 +630,14 @@ func op4Create(c *compound, a nfs4.Args) nfs4.Res {
 	case nfs4.TypeReg, nfs4.TypeAttrDir, nfs4.TypeNamedAttr:
 		return &nfs4.CreateRes{Status: nfs4.ErrBadType}
 	case nfs4.TypeBlk, nfs4.TypeChr, nfs4.TypeSock, nfs4.TypeFIFO:
-		// Special files are not made over NFS here (v3's MKNOD is NOTSUPP too).
-		return &nfs4.CreateRes{Status: nfs4.ErrNotSupp}
+		h, _, dc, err = f.e.fs.Mknod(cred, f.h, args.Name, vfsType4[args.Type], args.Dev[0], args.Dev[1], sa)
 	default:
 		return &nfs4.CreateRes{Status: nfs4.ErrBadType}
 	}
 	if err != nil {
 		return &nfs4.CreateRes{Status: statusOf4(err)}
 	}
-	c.cur = fh4{set: true, e: f.e, h: h}
+	c.setFH(fh4{set: true, e: f.e, h: h})
 	return &nfs4.CreateRes{Cinfo: cinfo(dc), AttrSet: args.Attrs.Mask}
 }
 

@@ -291,7 +291,7 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 	)
 	switch args.Claim {
 	case nfs4.ClaimNull:
-		if v4.inGrace() {
+		if v4.inGrace() || c.minor >= 1 && !cl.reclaimDone {
 			return &nfs4.OpenRes{Status: nfs4.ErrGrace}
 		}
 		if f.pseudo {
@@ -342,7 +342,7 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 			if c.minor == 0 {
 				return &nfs4.OpenRes{Status: nfs4.ErrBadXDR}
 			}
-			if v4.inGrace() {
+			if v4.inGrace() || !cl.reclaimDone {
 				return &nfs4.OpenRes{Status: nfs4.ErrGrace}
 			}
 		}
@@ -378,6 +378,8 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 		}
 	}
 	file := v4.file(f.e, fa.FileID)
+	v4.expireConflicting(file)
+	file = v4.file(f.e, fa.FileID)
 	var s *v4stateid
 	for _, x := range o.states {
 		if x.file == file && !x.lock {
@@ -717,7 +719,7 @@ func (c *compound) lock(ls *v4stateid, args *nfs4.LockArgs, start, end uint64) *
 			return &nfs4.LockRes{Status: nfs4.ErrReclaimBad}
 		}
 		return &nfs4.LockRes{Status: nfs4.ErrNoGrace}
-	case !args.Reclaim && v4.inGrace():
+	case !args.Reclaim && (v4.inGrace() || c.minor >= 1 && !cl.reclaimDone):
 		return &nfs4.LockRes{Status: nfs4.ErrGrace}
 	}
 	write := args.Type == nfs4.WriteLT || args.Type == nfs4.WriteWLT
@@ -726,6 +728,9 @@ func (c *compound) lock(ls *v4stateid, args *nfs4.LockArgs, start, end uint64) *
 	}
 	if !write && ls.open.access&nfs4.ShareAccessRead == 0 {
 		return &nfs4.LockRes{Status: nfs4.ErrOpenMode}
+	}
+	if s, _ := ls.file.lockConflict(start, end, write, ls.owner); s != nil && s.owner.client != cl {
+		v4.expireConflicting(ls.file)
 	}
 	if s, r := ls.file.lockConflict(start, end, write, ls.owner); s != nil {
 		return &nfs4.LockRes{Status: nfs4.ErrDenied, Denied: denied(s, r)}

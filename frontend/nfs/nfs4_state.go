@@ -380,6 +380,33 @@ func (st *v4state) findState(sid nfs4.Stateid, minor uint32) (*v4stateid, nfs4.S
 	return s, nfs4.OK
 }
 
+// isOpen reports whether some client has the file open.
+func (st *v4state) isOpen(e *Export, fileid uint64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.files[fileKey{e.fs.ExportID(), fileid}] != nil
+}
+
+// expireConflicting removes the clients holding state on f whose lease has
+// run out (a "courteous" server keeps them until someone else needs what
+// they hold, RFC 8881 section 8.4.3's option). The caller holds st.mu.
+func (st *v4state) expireConflicting(f *v4file) {
+	if f == nil {
+		return
+	}
+	changed := false
+	for _, s := range f.states {
+		cl := s.owner.client
+		if time.Since(cl.renewed) > st.lease && !st.busy(cl) {
+			changed = changed || cl.confirmed
+			st.removeClient(cl)
+		}
+	}
+	if changed {
+		st.persistLocked()
+	}
+}
+
 // shareConflict reports whether opening with access/deny conflicts with
 // another open of the file (not self).
 func (f *v4file) shareConflict(access, deny uint32, self *v4stateid) bool {

@@ -81,12 +81,29 @@ func session41(t *testing.T, c *rpcConn, owner string) ([16]byte, uint64) {
 	if st, _ := c.compound4(1, o4(nfs4.OpCreateSession, &nfs4.CreateSessionArgs{ClientID: ex.ClientID, Sequence: ex.Sequence, Fore: attrs, Back: attrs}, &cs)); st != nfs4.OK {
 		t.Fatalf("CREATE_SESSION: %d", st)
 	}
+	// A new 4.1 client says it has nothing to reclaim before it opens
+	// anything (RFC 8881 18.51.3); "reclaimer" has, and does that itself.
+	if owner != "reclaimer" {
+		if st, _ := c.compound4(1, o4(nfs4.OpSequence, &nfs4.SequenceArgs{SessionID: cs.SessionID, Sequence: 1}, &nfs4.SequenceRes{}),
+			o4(nfs4.OpReclaimComplete, &nfs4.ReclaimCompleteArgs{}, nil)); st != nfs4.OK {
+			t.Fatalf("RECLAIM_COMPLETE: %d", st)
+		}
+	}
 	return cs.SessionID, ex.ClientID
 }
 
 type seq41 struct {
 	id   [16]byte
 	next uint32
+}
+
+// newSeq continues a session made by session41 (slot 0 has used
+// sequence 1 unless owner is "reclaimer").
+func newSeq(id [16]byte, owner string) *seq41 {
+	if owner == "reclaimer" {
+		return &seq41{id: id}
+	}
+	return &seq41{id: id, next: 1}
 }
 
 func (s *seq41) op() op4 {
@@ -100,7 +117,7 @@ func TestNFSv41OpenWriteReadClose(t *testing.T) {
 	_, addr := testServer(t, dir)
 	c := dial(t, addr)
 	sid, clid := session41(t, c, "client-a")
-	sq := &seq41{id: sid}
+	sq := newSeq(sid, "client-a")
 	var open nfs4.OpenRes
 	var fh nfs4.GetFHRes
 	st, _ := c.compound4(1, sq.op(), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
@@ -154,17 +171,17 @@ func TestNFSv41SlotReplay(t *testing.T) {
 			o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
 			o4(nfs4.OpCreate, &nfs4.CreateArgs{Type: nfs4.TypeDir, Name: "d"}, &nfs4.CreateRes{})}
 	}
-	st1, b1 := c.compound4(1, mk(1)...)
+	st1, b1 := c.compound4(1, mk(2)...)
 	if st1 != nfs4.OK {
 		t.Fatalf("CREATE: %d", st1)
 	}
 	// A retransmission is answered from the reply cache (not EXIST).
-	st2, b2 := c.compound4(1, mk(1)...)
+	st2, b2 := c.compound4(1, mk(2)...)
 	if st2 != nfs4.OK || !bytes.Equal(b1, b2) {
 		t.Fatalf("replay: status %d, same reply %v", st2, bytes.Equal(b1, b2))
 	}
 	// The next sequence runs again and meets the directory.
-	if st, _ := c.compound4(1, mk(2)...); st != nfs4.ErrExist {
+	if st, _ := c.compound4(1, mk(3)...); st != nfs4.ErrExist {
 		t.Fatalf("new request: %d, want EXIST", st)
 	}
 	if st, _ := c.compound4(1, mk(5)...); st != nfs4.ErrSeqMisordered {
@@ -190,7 +207,7 @@ func TestNFSv4LocksConflict(t *testing.T) {
 	ca, cb := dial(t, addr), dial(t, addr)
 	sa, ida := session41(t, ca, "A")
 	sb, idb := session41(t, cb, "B")
-	qa, qb := &seq41{id: sa}, &seq41{id: sb}
+	qa, qb := newSeq(sa, "A"), newSeq(sb, "B")
 	oa, fh := open(ca, qa, ida, "oa")
 	ob, _ := open(cb, qb, idb, "ob")
 	var la nfs4.LockRes
@@ -288,7 +305,10 @@ func TestNFSv4Grace(t *testing.T) {
 	s1, addr1 := serveOpts(t, opts)
 	c := dial(t, addr1.String())
 	sid, clid := session41(t, c, "reclaimer")
-	sq := &seq41{id: sid}
+	sq := newSeq(sid, "reclaimer")
+	if st, _ := c.compound4(1, sq.op(), o4(nfs4.OpReclaimComplete, &nfs4.ReclaimCompleteArgs{}, nil)); st != nfs4.OK {
+		t.Fatalf("RECLAIM_COMPLETE: %d", st)
+	}
 	var fh nfs4.GetFHRes
 	if st, _ := c.compound4(1, sq.op(), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
 		o4(nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessRead, Owner: nfs4.Owner{ClientID: clid, Owner: []byte("o")}, Claim: nfs4.ClaimNull, Name: "r"}, &nfs4.OpenRes{}),
@@ -300,7 +320,7 @@ func TestNFSv4Grace(t *testing.T) {
 	c2 := dial(t, addr2.String())
 	// Another client's new open waits for the grace period.
 	sidN, clidN := session41(t, c2, "newcomer")
-	qn := &seq41{id: sidN}
+	qn := newSeq(sidN, "newcomer")
 	if st, _ := c2.compound4(1, qn.op(), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
 		o4(nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessRead, Owner: nfs4.Owner{ClientID: clidN, Owner: []byte("n")}, Claim: nfs4.ClaimNull, Name: "r"}, &nfs4.OpenRes{})); st != nfs4.ErrGrace {
 		t.Fatalf("new OPEN in grace: %d, want GRACE", st)
@@ -311,7 +331,7 @@ func TestNFSv4Grace(t *testing.T) {
 		t.Fatalf("reclaim by an unknown client: %d, want RECLAIM_BAD", st)
 	}
 	sid2, clid2 := session41(t, c2, "reclaimer")
-	q2 := &seq41{id: sid2}
+	q2 := newSeq(sid2, "reclaimer")
 	if st, _ := c2.compound4(1, q2.op(), o4(nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh.FH}, nil),
 		o4(nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessRead, Owner: nfs4.Owner{ClientID: clid2, Owner: []byte("o")}, Claim: nfs4.ClaimPrevious}, &nfs4.OpenRes{})); st != nfs4.OK {
 		t.Fatalf("reclaim: %d", st)

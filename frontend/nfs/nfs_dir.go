@@ -128,18 +128,33 @@ func nfsMknod(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error
 	if err := decodeArgs(r, &args); err != nil {
 		return err
 	}
-	res := nfs3.CreateRes{Status: nfs3.ErrNotSupp}
-	e, _, st := s.exportOf(req, args.Where.Dir)
+	var res nfs3.CreateRes
+	e, cred, st := s.exportOf(req, args.Where.Dir)
 	if st != nfs3.OK {
 		res.Status = st
-	} else if a, err := e.fs.GetAttr(vfs.Handle(args.Where.Dir)); err == nil {
-		res.DirWcc = wcc(&a, &a)
-		if args.Type == nfs3.TypeReg || args.Type == nfs3.TypeDir || args.Type == nfs3.TypeLnk {
-			res.Status = nfs3.ErrBadType
-		}
-	} else {
-		res.Status = statusOf(err)
+		res.Encode(w)
+		return nil
 	}
+	var typ vfs.FileType
+	switch args.Type {
+	case nfs3.TypeChr:
+		typ = vfs.TypeChar
+	case nfs3.TypeBlk:
+		typ = vfs.TypeBlock
+	case nfs3.TypeSock:
+		typ = vfs.TypeSocket
+	case nfs3.TypeFifo:
+		typ = vfs.TypeFIFO
+	default:
+		res.Status = nfs3.ErrBadType
+		if a, err := e.fs.GetAttr(vfs.Handle(args.Where.Dir)); err == nil {
+			res.DirWcc = wcc(&a, &a)
+		}
+		res.Encode(w)
+		return nil
+	}
+	h, a, dc, err := e.fs.Mknod(cred, vfs.Handle(args.Where.Dir), args.Where.Name, typ, args.Spec.Major, args.Spec.Minor, sattr(&args.Attr))
+	res = created(st, h, a, dc, err)
 	res.Encode(w)
 	return nil
 }

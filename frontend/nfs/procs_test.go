@@ -205,10 +205,10 @@ func TestAllProcedures(t *testing.T) {
 		t.Fatalf("READ after rename %q", got)
 	}
 
-	// MKNOD is refused properly.
+	// MKNOD makes a FIFO.
 	var mn nfs3.CreateRes
 	c.nfs(nfs3.ProcMknod, &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: d, Name: "fifo"}, Type: nfs3.TypeFifo}, &mn)
-	wantStatus(t, "MKNOD", mn.Status, nfs3.ErrNotSupp)
+	wantStatus(t, "MKNOD", mn.Status, nfs3.OK)
 
 	// CREATE GUARDED on an existing name; EXCLUSIVE is idempotent per verifier.
 	var cr nfs3.CreateRes
@@ -297,7 +297,7 @@ func TestAllProcedures(t *testing.T) {
 	var rm nfs3.RemoveRes
 	c.nfs(nfs3.ProcRmdir, &nfs3.DirOpArgs{Dir: root, Name: "d"}, &rm)
 	wantStatus(t, "RMDIR non-empty", rm.Status, nfs3.ErrNotEmpty)
-	for _, n := range []string{"ln", "sparse"} {
+	for _, n := range []string{"ln", "sparse", "fifo"} {
 		c.nfs(nfs3.ProcRemove, &nfs3.DirOpArgs{Dir: d, Name: n}, &rm)
 		mustOK(t, "REMOVE "+n, rm.Status)
 		wccAfter(t, "REMOVE", rm.Wcc)

@@ -21,8 +21,8 @@
 //
 // Scope and limits: TCP only (no UDP), AUTH_NONE and AUTH_SYS only, no NLM
 // locking or NSM (kernel clients mount with -o nolock), rtmax/wtmax 1 MiB,
-// READDIR(PLUS) lists neither "." nor "..", special files cannot be made
-// (MKNOD -> NFS3ERR_NOTSUPP). Durability: see nfs_io.go.
+// READDIR(PLUS) lists neither "." nor "..". Special files (MKNOD, v4
+// CREATE) are made with vfs.Mknod. Durability: see nfs_io.go.
 package nfs
 
 import (

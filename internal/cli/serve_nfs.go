@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -12,18 +13,20 @@ import (
 	"github.com/tristore/tristore/store"
 )
 
-// The NFS v3 front end: MOUNT v3 and NFS v3 on one TCP port (default
-// 127.0.0.1:2049), serving the store's directory tree through vfs.
+// The NFS front end: MOUNT v3, NFS v3 and NFS v4.0/4.1 on one TCP port
+// (default 127.0.0.1:2049), serving the store's directory tree through vfs.
 func init() {
 	registerFrontend(frontendSpec{
 		Name:        "nfs",
 		DefaultAddr: "127.0.0.1:2049",
-		Help:        "NFS v3 + MOUNT v3 listen address, one TCP port for both (\"off\" to disable)",
+		Help:        "NFS v3 + MOUNT v3 + NFS v4.0/4.1 listen address, one TCP port for all (\"off\" to disable)",
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringArray("nfs-export", nil, "export PATH=OPTIONS, repeatable; PATH is / or /bucket; options: rw|ro, sync|async, "+
 				"clients=CIDR[+CIDR...], root_squash|no_root_squash|all_squash, anonuid=N, anongid=N "+
 				"(default \""+nfs.DefaultExport+"\"; in the config file a list, in TRISTORE_NFS_EXPORT space-separated)")
 			fs.String("nfs-portmap-addr", "", "also answer portmapper GETPORT (program 100000 v2) here, e.g. 127.0.0.1:111 (default off)")
+			fs.Duration("nfs4-lease", 90*time.Second, "NFSv4 lease time: a client silent for longer loses its opens and locks")
+			fs.Duration("nfs4-grace", 0, "NFSv4 grace period after a restart in which clients known before it reclaim their state (0: one lease; negative: none)")
 		},
 		Build: buildNFS,
 	})
@@ -48,5 +51,7 @@ func buildNFS(ctx context.Context, env *ServeEnv) (frontend.Server, error) {
 		PortmapAddr: cfg.GetString("nfs-portmap-addr"),
 		Log:         env.Log,
 		Metrics:     env.Metrics,
+		V4Lease:     cfg.GetDuration("nfs4-lease"),
+		V4Grace:     cfg.GetDuration("nfs4-grace"),
 	})
 }

@@ -40,7 +40,7 @@ func startOurs(t testing.TB, dataDir string, exports ...string) *target {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	tg := &target{Name: "tristore", Export: "/", Dir: dataDir, Dial: (&net.Dialer{}).DialContext}
+	tg := &target{Name: "tristore", Export: "/", Dir: dataDir, Dial: (&net.Dialer{}).DialContext, Mknod: true}
 	for _, e := range exports {
 		ex, err := nfsserver.ParseExport(e)
 		if err != nil {
