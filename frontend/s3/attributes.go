@@ -13,8 +13,9 @@ import (
 var opGetObjectAttributes = &operation{"GetObjectAttributes", "s3:GetObjectAttributes", (*Server).getObjectAttributes}
 
 type attrPartXML struct {
-	PartNumber int   `xml:"PartNumber"`
-	Size       int64 `xml:"Size"`
+	partChecksumXML       // multipart.go: the part's checksum, for a COMPOSITE object
+	PartNumber      int   `xml:"PartNumber"`
+	Size            int64 `xml:"Size"`
 }
 
 type objectPartsXML struct {
@@ -78,11 +79,28 @@ func (s *Server) getObjectAttributes(w http.ResponseWriter, r *http.Request, rc 
 	if want["ETag"] {
 		out.ETag = oi.ETag // unquoted, as S3 sends it here
 	}
+	composite := checksumType(oi.Meta.Checksums) == "COMPOSITE"
 	if want["Checksum"] && len(oi.Meta.Checksums) > 0 {
-		out.Checksum = &checksumXML{makeChecksumFields(oi.Meta.Checksums)}
+		// A COMPOSITE checksum is given here without its "-N" suffix
+		// (HEAD/GET and CompleteMultipartUpload carry it), as S3 does.
+		sums := oi.Meta.Checksums
+		if composite {
+			sums = make(map[string]string, len(oi.Meta.Checksums))
+			for alg, v := range oi.Meta.Checksums {
+				sums[alg], _, _ = strings.Cut(v, "-")
+			}
+		}
+		out.Checksum = &checksumXML{makeChecksumFields(sums)}
+		out.Checksum.ChecksumType = checksumType(oi.Meta.Checksums)
 	}
 	if want["ObjectParts"] && len(oi.Parts) > 0 {
 		op := &objectPartsXML{MaxParts: maxParts, PartNumberMarker: marker, PartsCount: len(oi.Parts)}
+		var algs []string // the object's algorithms, whose part checksums a COMPOSITE object lists
+		if composite {
+			for alg := range oi.Meta.Checksums {
+				algs = append(algs, alg)
+			}
+		}
 		for _, p := range oi.Parts {
 			if p.Number <= marker {
 				continue
@@ -91,7 +109,11 @@ func (s *Server) getObjectAttributes(w http.ResponseWriter, r *http.Request, rc 
 				op.IsTruncated = true
 				break
 			}
-			op.Parts = append(op.Parts, attrPartXML{PartNumber: p.Number, Size: p.Size})
+			ap := attrPartXML{PartNumber: p.Number, Size: p.Size}
+			// Each part's checksum, as ListParts showed it (S3 lists them
+			// for COMPOSITE objects only).
+			ap.partChecksumXML = makePartChecksumXML(p.Checksums, algs...)
+			op.Parts = append(op.Parts, ap)
 			op.NextPartNumberMarker = p.Number
 		}
 		out.ObjectParts = op

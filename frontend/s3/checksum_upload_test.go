@@ -244,3 +244,73 @@ func TestChecksumMismatchRefused(t *testing.T) {
 	wantErr(t, ts.do(t, "HEAD", "/cmm/n", nil, nil), 404, "")
 	wantStatus(t, ts.do(t, "POST", "/cmm/n?uploadId="+id, completeBody(etag, nil), nil), 200)
 }
+
+// TestObjectAttributesPartChecksums: GetObjectAttributes of a COMPOSITE
+// multipart object gives the object's checksum without its "-N" (HEAD
+// keeps it) and each part's checksum under ObjectParts, as ListParts
+// showed them, also after a restart of the store (kept in the object's
+// record); a FULL_OBJECT object gives the whole CRC and no part checksums.
+// Before, ObjectParts had no checksums and Checksum kept the "-N".
+func TestObjectAttributesPartChecksums(t *testing.T) {
+	dir := t.TempDir()
+	ts, stop := newTestServerAt(t, dir)
+	wantStatus(t, ts.do(t, "PUT", "/oap", nil, nil), 200)
+	parts := [][]byte{bytes.Repeat([]byte("o"), store.MinPartSize), []byte("last")}
+	upload := func(key string, hdr map[string]string, alg string) (string, []string) {
+		t.Helper()
+		id := mpCreate(t, ts, "/oap/"+key, hdr)
+		var etags, sums []string
+		for i, p := range parts {
+			pr := ts.do(t, "PUT", fmt.Sprintf("/oap/%s?partNumber=%d&uploadId=%s", key, i+1, id), p, map[string]string{"X-Amz-Checksum-" + alg: sumOf(alg, p)})
+			wantStatus(t, pr, 200)
+			etags = append(etags, pr.header.Get("ETag"))
+			sums = append(sums, alg+"="+sumOf(alg, p))
+		}
+		r := ts.do(t, "POST", "/oap/"+key+"?uploadId="+id, completeBody(etags, sums), nil)
+		wantStatus(t, r, 200)
+		return ts.do(t, "HEAD", "/oap/"+key, nil, map[string]string{"X-Amz-Checksum-Mode": "ENABLED"}).header.Get("X-Amz-Checksum-" + alg), sums
+	}
+	attrs := func(key string) objectAttributesXML {
+		t.Helper()
+		r := ts.do(t, "GET", "/oap/"+key+"?attributes", nil, map[string]string{"X-Amz-Object-Attributes": "Checksum,ObjectParts"})
+		wantStatus(t, r, 200)
+		var a objectAttributesXML
+		if err := xml.Unmarshal(r.body, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	whole, sums := upload("comp", map[string]string{"X-Amz-Checksum-Algorithm": "SHA256"}, "SHA256")
+	if !strings.HasSuffix(whole, "-2") {
+		t.Fatalf("HEAD of the COMPOSITE object: %q", whole)
+	}
+	full, _ := upload("full", map[string]string{"X-Amz-Checksum-Algorithm": "CRC32", "X-Amz-Checksum-Type": "FULL_OBJECT"}, "CRC32")
+	check := func(when string) {
+		t.Helper()
+		a := attrs("comp")
+		if a.Checksum == nil || a.Checksum.SHA256 != strings.TrimSuffix(whole, "-2") || a.Checksum.ChecksumType != "COMPOSITE" {
+			t.Fatalf("%s: COMPOSITE Checksum %+v, want %s COMPOSITE", when, a.Checksum, strings.TrimSuffix(whole, "-2"))
+		}
+		if a.ObjectParts == nil || len(a.ObjectParts.Parts) != 2 {
+			t.Fatalf("%s: ObjectParts %+v", when, a.ObjectParts)
+		}
+		for i, p := range a.ObjectParts.Parts {
+			if "SHA256="+p.SHA256 != sums[i] || p.CRC32 != "" {
+				t.Fatalf("%s: part %d checksums %+v, want %s", when, p.PartNumber, p.partChecksumXML, sums[i])
+			}
+		}
+		a = attrs("full")
+		if a.Checksum == nil || a.Checksum.CRC32 != full || a.Checksum.ChecksumType != "FULL_OBJECT" || a.ObjectParts == nil || len(a.ObjectParts.Parts) != 2 {
+			t.Fatalf("%s: FULL_OBJECT attributes %+v %+v", when, a.Checksum, a.ObjectParts)
+		}
+		for _, p := range a.ObjectParts.Parts {
+			if p.partChecksumXML != (partChecksumXML{}) {
+				t.Fatalf("%s: FULL_OBJECT part %d lists checksums %+v", when, p.PartNumber, p.partChecksumXML)
+			}
+		}
+	}
+	check("before restart")
+	stop()
+	ts, _ = newTestServerAt(t, dir)
+	check("after restart")
+}

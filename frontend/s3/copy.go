@@ -255,7 +255,7 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rc *reqC
 	}
 	res := copyPartResult{NS: s3NS, ETag: `"` + pi.ETag + `"`, LastModified: xmlTime(pi.ModTime)}
 	if sum != nil {
-		res.partChecksumXML = makePartChecksumXML(sum.alg, pi.Checksums)
+		res.partChecksumXML = makePartChecksumXML(pi.Checksums, sum.alg)
 	}
 	return writeXML(w, res)
 }

@@ -339,20 +339,22 @@ type partChecksumXML struct {
 	SHA256    string `xml:"ChecksumSHA256,omitempty"`
 }
 
-func makePartChecksumXML(alg string, sums map[string]string) partChecksumXML {
+func makePartChecksumXML(sums map[string]string, algs ...string) partChecksumXML {
 	var c partChecksumXML
-	v := sums[alg]
-	switch alg {
-	case "CRC32":
-		c.CRC32 = v
-	case "CRC32C":
-		c.CRC32C = v
-	case "CRC64NVME":
-		c.CRC64NVME = v
-	case "SHA1":
-		c.SHA1 = v
-	case "SHA256":
-		c.SHA256 = v
+	for _, alg := range algs {
+		v := sums[alg]
+		switch alg {
+		case "CRC32":
+			c.CRC32 = v
+		case "CRC32C":
+			c.CRC32C = v
+		case "CRC64NVME":
+			c.CRC64NVME = v
+		case "SHA1":
+			c.SHA1 = v
+		case "SHA256":
+			c.SHA256 = v
+		}
 	}
 	return c
 }
@@ -426,7 +428,7 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, rc *reqCtx) e
 		if up.Meta.Encryption != nil {
 			p.Size, _ = sse.PlainSize(p.Size) // sse_multipart.go: sealed parts
 		}
-		res.Parts = append(res.Parts, partXML{p.Number, xmlTime(p.ModTime), `"` + p.ETag + `"`, p.Size, makePartChecksumXML(alg, p.Checksums)})
+		res.Parts = append(res.Parts, partXML{p.Number, xmlTime(p.ModTime), `"` + p.ETag + `"`, p.Size, makePartChecksumXML(p.Checksums, alg)})
 		res.NextPartNumberMarker = p.Number
 	}
 	return writeXML(w, res)

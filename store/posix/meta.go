@@ -56,6 +56,9 @@ type partRec struct {
 	N int    `json:"n"`
 	S int64  `json:"s"`
 	E string `json:"e"`
+	// C: the part's checksums of the algorithms the object has a
+	// whole-object checksum of (GetObjectAttributes lists them per part).
+	C map[string]string `json:"c,omitempty"`
 }
 
 func (r *record) setMeta(m store.ObjectMeta) {
@@ -104,7 +107,7 @@ func (r *record) info(bucket, key string, st *unix.Stat_t) store.ObjectInfo {
 	if len(r.Parts) > 0 {
 		oi.Parts = make([]store.PartInfo, len(r.Parts))
 		for i, p := range r.Parts {
-			oi.Parts[i] = store.PartInfo{Number: p.N, Size: p.S, ETag: p.E, ModTime: oi.ModTime}
+			oi.Parts[i] = store.PartInfo{Number: p.N, Size: p.S, ETag: p.E, ModTime: oi.ModTime, Checksums: p.C}
 		}
 	}
 	return oi

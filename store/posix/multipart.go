@@ -310,7 +310,7 @@ func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID str
 		}
 		raw, _ := hex.DecodeString(p.ETag)
 		sums.Write(raw)
-		rec.Parts[i] = partRec{N: p.Number, S: p.Size, E: p.ETag}
+		rec.Parts[i] = partRec{N: p.Number, S: p.Size, E: p.ETag, C: objectAlgs(p.Checksums, cs)}
 	}
 	rec.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sums.Sum(nil)), len(chosen))
 	rec.setMeta(u.Meta)
@@ -490,3 +490,18 @@ func compositeChecksums(parts []store.PartInfo) map[string]string {
 }
 
 var _ store.PartChecksummer = (*Backend)(nil)
+
+// objectAlgs are a part's checksums of the algorithms the completed
+// object has a checksum of (nil if none): kept with the object's parts.
+func objectAlgs(part, object map[string]string) map[string]string {
+	var out map[string]string
+	for alg := range object {
+		if v := part[alg]; v != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[alg] = v
+		}
+	}
+	return out
+}
