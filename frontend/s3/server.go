@@ -263,7 +263,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// One memo per request: the store and the user database look the
 	// bucket's documents and the access key up once per request, not once
 	// per question (internal/reqmemo).
-	r = r.WithContext(reqmemo.With(r.Context()))
+	//
+	// In place (*r =), not a copy: handle() wraps r.Body (idleBody,
+	// countingBody) and net/http's post-handler cleanup looks at its own
+	// *Request's Body. With a copy it saw the raw body, and a request
+	// refused before its body was read (an SSE-C UploadPart without its
+	// key) got its connection reset instead of the 400/403
+	// (TestSSEMultipart failed 3 of 3 after 7bff836, passes with this).
+	*r = *r.WithContext(reqmemo.With(r.Context()))
 	rc := &reqCtx{id: newRequestID()}
 	cw := &countingWriter{ResponseWriter: w}
 	cw.Header().Set("x-amz-request-id", rc.id)
