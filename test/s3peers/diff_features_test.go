@@ -350,13 +350,13 @@ func compareSequences(t *testing.T, ours, theirs []string, known map[string]stri
 		}
 		name, _, _ := strings.Cut(ours[i], ":")
 		if why, ok := known[name]; ok {
-			t.Logf("known difference %q: tristore %q, versitygw %q (%s)", name, ours[i], theirs[i], why)
+			t.Logf("known difference %q: tristore %q, peer %q (%s)", name, ours[i], theirs[i], why)
 			continue
 		}
-		unexplained = append(unexplained, fmt.Sprintf("%s\n    versitygw: %s", ours[i], theirs[i]))
+		unexplained = append(unexplained, fmt.Sprintf("%s\n    peer: %s", ours[i], theirs[i]))
 	}
 	if len(unexplained) > 0 {
-		t.Fatalf("unexplained differences from versitygw:\n%s", strings.Join(unexplained, "\n"))
+		t.Fatalf("unexplained differences from the peer:\n%s", strings.Join(unexplained, "\n"))
 	}
 }
 
