@@ -438,3 +438,33 @@ func TestS3cmdSigV2AndGrants(t *testing.T) {
 		t.Fatalf("bob read after the revoke: %s", out)
 	}
 }
+
+// TestSigV2Boto3BucketRequests: botocore's SigV2 (signature_version "s3",
+// what aws-cli 1.x and old boto3 sign with) works for requests on the
+// bucket itself, which it signs with the resource "/bucket/" while the
+// path-style URL is "/bucket": ListObjects (V1, V2, with a prefix),
+// HeadBucket, GetBucketAcl, and object requests around them. Before, each
+// bucket-level request was 403 SignatureDoesNotMatch (`aws s3 ls` failed).
+func TestSigV2Boto3BucketRequests(t *testing.T) {
+	py := testutil.NeedPython(t, "boto3")
+	ts := newSignedTestServer(t)
+	script := `import boto3, sys
+from botocore.config import Config
+c = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3],
+    region_name="us-east-1", config=Config(signature_version="s3", s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+c.put_object(Bucket="pbk", Key="v2/one two+three.txt", Body=b"x")
+print(",".join(o["Key"] for o in c.list_objects(Bucket="pbk", Prefix="v2/")["Contents"]))
+print(c.list_objects_v2(Bucket="pbk")["KeyCount"])
+print(c.head_bucket(Bucket="pbk")["ResponseMetadata"]["HTTPStatusCode"])
+print(c.get_bucket_acl(Bucket="pbk")["Owner"]["ID"])
+print(c.get_object(Bucket="pbk", Key="v2/one two+three.txt")["Body"].read().decode())`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", script, ts.url, postAK, postSecret).CombinedOutput()
+	if err != nil {
+		t.Fatalf("boto3 SigV2: %v\n%s", err, out)
+	}
+	if got, want := string(out), "v2/one two+three.txt\n1\n200\nalice\nx\n"; got != want {
+		t.Fatalf("boto3 SigV2 printed %q, want %q", got, want)
+	}
+}

@@ -261,6 +261,13 @@ func canonicalResources(r *http.Request) []string {
 	if alt := (&url.URL{Path: r.URL.Path}).EscapedPath(); alt != path && alt != "" {
 		out = append(out, alt+sub)
 	}
+	// A path-style request for a bucket itself ("/bkt": list, ?acl, HEAD)
+	// is signed by botocore's HmacV1 (aws-cli 1.x, boto3 with
+	// signature_version "s3") with the resource "/bkt/", the bucket's
+	// root as a virtual-host request names it.
+	if len(path) > 1 && !strings.Contains(path[1:], "/") {
+		out = append(out, path+"/"+sub)
+	}
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
