@@ -4,8 +4,13 @@
 #
 #   sudo scripts/bench/pynfs.sh [--server tristore|ganesha|both] [--suite 4.0|4.1|both]
 #                               [--timeout SECONDS] [--tests "CODES OR FLAGS"]
+#   scripts/bench/pynfs.sh --report docs/bench/raw/pynfs-*.json   # table + diff of earlier runs
 #
-# Defaults: both servers, both suites, 600 s per suite and server, tests "all".
+# Defaults: both servers, both suites, 840 s per suite and server, tests "all".
+# ganesha 4.3's nfs4.0 `all` took 567 s on the 2-core VM at load ~5 (lease 10 s;
+# the timed tests sleep 1.5-2 leases each); to keep a locked run under 15 min run
+# one server and suite per invocation:
+#   flock /tmp/bench.lock scripts/bench/pynfs.sh --server ganesha --suite 4.0
 # For each server and suite it writes docs/bench/raw/pynfs-<stamp>-<server>-<suite>.json
 # (BENCH_RAW_DIR overrides the directory): the command, the commit built,
 # pynfs's commit, load average before/after, duration, exit code, whether the
@@ -24,7 +29,7 @@
 #   ganesha:  ganesha.nfsd, NFSv4 only (Protocols = 4, minor versions 0-2),
 #             127.0.0.1:$GANESHA_PORT (default 20490), export Pseudo = /pynfs,
 #             AUTH_SYS, no_root_squash, Graceless, Lease_Lifetime = $PYNFS_LEASE
-#             (default 20 s); own tmpfs /run and /var/lib/nfs; no rpcbind.
+#             (default 10 s); own tmpfs /run and /var/lib/nfs; no rpcbind.
 #   tristore: `tristore serve`, NFS on 127.0.0.1:$TRISTORE_PORT (default 20491),
 #             export "/=rw,clients=127.0.0.0/8,no_root_squash", bucket /pynfs
 #             created before the start. Built from `git archive $BENCH_REV`
@@ -38,7 +43,8 @@
 # --minorversion=1 (its default is 2). PYNFS_FLAGS adds testserver.py options.
 # The timeout sends SIGINT (pynfs then prints the results it has), SIGKILL
 # 60 s later; a timed-out suite is recorded with timed_out=true.
-# Servers and the work directory (BENCH_DIR, default /var/tmp) are removed on exit.
+# Servers and the work directory (BENCH_DIR, default /var/tmp) are removed on
+# exit; KEEP_WORK=1 keeps the directory (pynfs output, serve.log, ganesha.log).
 # The exit status is 0 when every suite produced a result (failures are results).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,7 +53,7 @@ cd "$ROOT"
 CMDLINE="scripts/bench/pynfs.sh${*:+ $*}"
 SERVERS="tristore ganesha"
 SUITES="4.0 4.1"
-TIMEOUT=${PYNFS_TIMEOUT:-600}
+TIMEOUT=${PYNFS_TIMEOUT:-840}
 TESTS=${PYNFS_TESTS:-all}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -59,13 +65,14 @@ while [ $# -gt 0 ]; do
     shift 2 ;;
   --timeout) TIMEOUT=${2:?}; shift 2 ;;
   --tests) TESTS=${2:?}; shift 2 ;;
-  -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
+  --report) REPORT=1; shift; break ;;
+  -h | --help) sed -n '2,48p' "$0"; exit 0 ;;
   *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 PYNFS_DIR=${PYNFS_DIR:-/work/pynfs}
-LEASE=${PYNFS_LEASE:-20}
+LEASE=${PYNFS_LEASE:-10}
 GANESHA_PORT=${GANESHA_PORT:-20490}
 TRISTORE_PORT=${TRISTORE_PORT:-20491}
 RAWDIR=${BENCH_RAW_DIR:-$ROOT/docs/bench/raw}
@@ -74,8 +81,56 @@ for v in PYNFS_LEASE PYNFS_FLAGS PYNFS_TESTS PYNFS_TIMEOUT BENCH_REV TRISTORE_AR
   if [ -n "${!v:-}" ]; then CMDLINE="$v='${!v}' $CMDLINE"; fi
 done
 
+# report RAW.json...: the passes table and the ganesha-passes-tristore-fails
+# list (needs a tristore and a ganesha file of the same suite).
+report() {
+  python3 - "$@" <<'EOF'
+import json, sys
+recs = [json.load(open(f)) for f in sys.argv[1:]]
+by = {(r["server"], r["suite"]): r for r in recs}
+servers = sorted({r["server"] for r in recs}, key=lambda s: s != "tristore")
+suites = sorted({r["suite"] for r in recs})
+print("\npynfs results per suite (passed = PASS; warned = WARNING or UNSUPPORTED; skipped = OMIT, a dependency not met)")
+print("| suite | " + " | ".join(servers) + " |")
+print("|---|" + "--:|" * len(servers))
+for su in suites:
+    cells = []
+    for s in servers:
+        r = by.get((s, su))
+        if not r:
+            cells.append("-")
+        elif not r["counts"]:
+            cells.append("no result (exit %d%s)" % (r["exit_code"], ", timed out" if r["timed_out"] else ""))
+        else:
+            c = r["counts"]
+            cells.append("%d passed +%d warned, %d failed, %d skipped; %.0f s%s" % (
+                c["passed"], c["warned"], c["failed"], c["skipped"], r["duration_s"],
+                ", TIMED OUT" if r["timed_out"] else ""))
+    print("| nfs%s | " % su + " | ".join(cells) + " |")
+ok = ("PASS", "WARNING")
+for su in suites:
+    g, t = by.get(("ganesha", su)), by.get(("tristore", su))
+    if not g or not t:
+        continue
+    missing = sorted(c for c, v in g["tests"].items() if v["result"] in ok and t["tests"].get(c, {}).get("result") not in ok)
+    print("\nnfs%s: %d tests ganesha passes that tristore does not:" % (su, len(missing)))
+    for c in missing:
+        v = t["tests"].get(c)
+        print("  %-10s %-40s %s" % (c, g["tests"][c]["name"], (v["result"] + (": " + v.get("msg", "") if v.get("msg") else "")) if v else "no result")[:200])
+bad = [r["server"] + " nfs" + r["suite"] for r in recs if not r["counts"]]
+if bad:
+    print("\nno result from: " + ", ".join(bad) + " (server did not answer or pynfs could not start; see output_tail in the raw files)")
+    sys.exit(1)
+EOF
+}
+
 fail() { echo "pynfs.sh: $*" >&2; exit 1; }
 
+if [ -n "${REPORT:-}" ]; then
+  [ $# -gt 0 ] || fail "--report needs raw files (docs/bench/raw/pynfs-*.json)"
+  report "$@"
+  exit
+fi
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, ganesha)"
 for c in ip unshare timeout; do command -v "$c" >/dev/null || fail "$c not found (apt-get install iproute2 util-linux coreutils)"; done
 case " $SERVERS " in *" ganesha "*) command -v ganesha.nfsd >/dev/null || fail "ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs; scripts/deps.d/nfs-client.sh)" ;; esac
@@ -112,7 +167,9 @@ cleanup() {
     done
     ip netns del "$ns" 2>/dev/null
   done
-  [ -n "$WORK" ] && rm -rf "$WORK"
+  if [ -n "$WORK" ]; then
+    if [ -n "${KEEP_WORK:-}" ]; then echo "work directory kept: $WORK (pynfs logs, server logs)"; else rm -rf "$WORK"; fi
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -220,11 +277,12 @@ run_suite() {
   log="$WORK/$server-$suite.log"
   # shellcheck disable=SC2206
   local args=("$hostport$path" --maketree --minorversion="$minor" --showomit ${PYNFS_FLAGS:-} $TESTS)
+  local pj="$WORK/$server-$suite.pynfs.json"
   echo "== $server nfs$suite: testserver.py ${args[*]} (timeout ${TIMEOUT}s)"
   lb=$(cat /proc/loadavg)
   t0=$(date +%s.%N)
   set +e
-  (cd "$PYNFS_DIR/$dir" && timeout -s INT -k 60 "$TIMEOUT" ${ns:+ip netns exec "$ns"} "$PY" ./testserver.py "${args[@]}") >"$log" 2>&1 </dev/null
+  (cd "$PYNFS_DIR/$dir" && timeout -s INT -k 60 "$TIMEOUT" ${ns:+ip netns exec "$ns"} "$PY" ./testserver.py --json="$pj" "${args[@]}") >"$log" 2>&1 </dev/null
   rc=$?
   set -e
   t1=$(date +%s.%N)
@@ -235,10 +293,10 @@ run_suite() {
   R_SERVER=$server R_SUITE=$suite R_VERSION=$version R_COMMIT=$commit R_CMD=$CMDLINE \
     R_RUNNER="cd \$PYNFS_DIR/$dir && ./testserver.py ${args[*]}" R_PYNFS=$PYNFS_COMMIT \
     R_TIMEOUT=$TIMEOUT R_STAMP=$STAMP R_T0=$t0 R_T1=$t1 R_RC=$rc R_TIMED_OUT=$timed_out \
-    R_LB=$lb R_LA=$la "$PY" - "$log" "$out" <<'EOF'
+    R_LB=$lb R_LA=$la "$PY" - "$log" "$out" "$pj" <<'EOF'
 import json, os, re, sys
 e = os.environ
-log, out = sys.argv[1], sys.argv[2]
+log, out, pj = sys.argv[1], sys.argv[2], sys.argv[3]
 text = open(log, errors="replace").read()
 line = re.compile(r'^(\S+)\s+(\S+)\s+: (PASS|FAILURE|WARNING|UNSUPPORTED|OMIT|NOT RUN|RUNNING|WAITING TO RUN)\s*$')
 tests, cur = {}, None
@@ -251,6 +309,11 @@ for l in text.splitlines():
         tests[cur]["msg"] = (tests[cur].get("msg", "") + " " + l.strip()).strip()[:600]
     elif l.startswith("*****") or not l.strip():
         cur = None
+# pynfs's own JSON (written only when the runner finished) has each test's time.
+if os.path.exists(pj):
+    for t in json.load(open(pj)).get("testcase", []):
+        if t.get("code") in tests:
+            tests[t["code"]]["time_s"] = round(float(t.get("time") or 0), 2)
 summary = re.findall(r'Of those: (\d+) Skipped, (\d+) Failed, (\d+) Warned, (\d+) Passed', text)
 counts = None
 if summary:
@@ -290,37 +353,4 @@ for suite in $SUITES; do
   done
 done
 
-"$PY" - "${RESULTS[@]}" <<'EOF'
-import json, sys
-recs = [json.load(open(f)) for f in sys.argv[1:]]
-by = {(r["server"], r["suite"]): r for r in recs}
-servers = sorted({r["server"] for r in recs}, key=lambda s: s != "tristore")
-suites = sorted({r["suite"] for r in recs})
-print("\npynfs passes per suite (PASS; +warned = passed with a warning; skipped = dependencies not met)")
-print("| suite | " + " | ".join(servers) + " |")
-print("|---|" + "--:|" * len(servers))
-for su in suites:
-    cells = []
-    for s in servers:
-        r = by.get((s, su))
-        if not r:
-            cells.append("-")
-        elif not r["counts"]:
-            cells.append("no result (exit %d%s)" % (r["exit_code"], ", timed out" if r["timed_out"] else ""))
-        else:
-            c = r["counts"]
-            cells.append("%d passed +%d warned, %d failed, %d skipped; %.0f s%s" % (
-                c["passed"], c["warned"], c["failed"], c["skipped"], r["duration_s"],
-                ", TIMED OUT" if r["timed_out"] else ""))
-    print("| nfs%s | " % su + " | ".join(cells) + " |")
-ok = ("PASS", "WARNING")
-for su in suites:
-    g, t = by.get(("ganesha", su)), by.get(("tristore", su))
-    if not g or not t:
-        continue
-    missing = sorted(c for c, v in g["tests"].items() if v["result"] in ok and t["tests"].get(c, {}).get("result") not in ok)
-    print("\nnfs%s: %d tests ganesha passes that tristore does not:" % (su, len(missing)))
-    for c in missing:
-        v = t["tests"].get(c)
-        print("  %-10s %-40s %s" % (c, g["tests"][c]["name"], (v["result"] + (": " + v.get("msg", "") if v.get("msg") else "")) if v else "no result")[:200])
-EOF
+report "${RESULTS[@]}"
