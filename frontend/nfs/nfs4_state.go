@@ -380,6 +380,26 @@ func (st *v4state) findState(sid nfs4.Stateid, minor uint32) (*v4stateid, nfs4.S
 	return s, nfs4.OK
 }
 
+// writeBlocked reports whether a write to [start, end) of the file (from
+// NFSv3, which has no state) would break an NFSv4 client's write lock or
+// deny-write open.
+func (st *v4state) writeBlocked(e *Export, fileid uint64, start, end uint64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f := st.files[fileKey{e.fs.ExportID(), fileid}]
+	if f == nil {
+		return false
+	}
+	if end <= start {
+		end = start + 1
+	}
+	if f.denied(true) {
+		return true
+	}
+	s, _ := f.lockConflict(start, end, true, nil)
+	return s != nil
+}
+
 // isOpen reports whether some client has the file open.
 func (st *v4state) isOpen(e *Export, fileid uint64) bool {
 	st.mu.Lock()

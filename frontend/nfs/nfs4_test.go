@@ -228,6 +228,16 @@ func TestNFSv4LocksConflict(t *testing.T) {
 		o4(nfs4.OpWrite, &nfs4.WriteArgs{Stateid: ob, Offset: 12, Data: []byte("x")}, &nfs4.WriteRes{})); st != nfs4.ErrLocked {
 		t.Fatalf("WRITE into a range locked by another owner: %d, want LOCKED", st)
 	}
+	// So is a v3 WRITE (v3 has no locks of its own); outside the range it works.
+	c3 := dial(t, addr)
+	root := c3.mount("/")
+	var lk nfs3.LookupRes
+	c3.nfs(nfs3.ProcLookup, &nfs3.DirOpArgs{Dir: root, Name: "lk"}, &lk)
+	var w3 nfs3.WriteRes
+	c3.nfs(nfs3.ProcWrite, &nfs3.WriteArgs{FH: lk.FH, Offset: 25, Count: 1, Stable: nfs3.FileSync, Data: []byte("y")}, &w3)
+	wantStatus(t, "v3 WRITE into a v4 write lock", w3.Status, nfs3.ErrAcces)
+	c3.nfs(nfs3.ProcWrite, &nfs3.WriteArgs{FH: lk.FH, Offset: 50, Count: 1, Stable: nfs3.FileSync, Data: []byte("y")}, &w3)
+	wantStatus(t, "v3 WRITE outside a v4 lock", w3.Status, nfs3.OK)
 	if st, _ := ca.compound4(1, qa.op(), o4(nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh}, nil),
 		o4(nfs4.OpClose, &nfs4.CloseArgs{Stateid: oa}, &nfs4.StateidRes{})); st != nfs4.ErrLocksHeld {
 		t.Fatalf("CLOSE with locks held: %d, want LOCKS_HELD", st)
