@@ -76,6 +76,23 @@ func (h Handle) FileID() uint64 {
 	return binary.BigEndian.Uint64(h[6:14])
 }
 
+// Identity names the object itself: the export, the inode number and (in
+// the kernel handle, or the fallback generation) the inode's generation,
+// without the parent directory a non-directory's handle also carries. Two
+// handles of one file (issued through different directories) have one
+// identity; a new file on a reused inode number has another.
+func (h Handle) Identity() string {
+	if len(h) < baseLen {
+		return string(h)
+	}
+	if h[1]&flagKernel != 0 && len(h) >= 23 {
+		if n := int(h[22]); 23+n <= len(h) {
+			return string(h[2:14]) + string(h[18:23+n])
+		}
+	}
+	return string(h[2:18])
+}
+
 func probeKernelHandles(rootFd int) bool {
 	fh, _, err := unix.NameToHandleAt(rootFd, "", unix.AT_EMPTY_PATH)
 	if err != nil || len(fh.Bytes()) > maxKernelLen {

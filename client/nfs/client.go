@@ -266,6 +266,16 @@ func status(op string, st nfs3.Status) error {
 	return &OpError{Op: op, Err: st}
 }
 
+// Calls is the number of NFS and MOUNT calls made so far (round trips;
+// retransmissions not counted).
+func (c *Client) Calls() int64 {
+	n := c.nfs.calls.Load()
+	if c.mnt != c.nfs {
+		n += c.mnt.calls.Load()
+	}
+	return n
+}
+
 // Null pings the NFS service (procedure 0).
 func (c *Client) Null(ctx context.Context) error {
 	return c.callNFS(ctx, "NULL", nfs3.ProcNull, true, nil, nil)

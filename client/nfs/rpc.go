@@ -40,6 +40,9 @@ type rpcClient struct {
 	notResponding atomic.Bool
 
 	xid atomic.Uint32
+	// calls counts calls made (not retransmissions): round trips, for
+	// benchmarks that compare protocol versions.
+	calls atomic.Int64
 
 	mu     sync.Mutex
 	cur    *rpcConn
@@ -274,6 +277,7 @@ func reconnectDelay(n int) time.Duration {
 // system call. GiveUp does the same for every call, for shutdown.
 func (rc *rpcClient) call(ctx context.Context, prog, vers, proc uint32, idempotent bool, args func(*sunrpc.Writer)) (*sunrpc.Reader, error) {
 	xid := rc.xid.Add(1)
+	rc.calls.Add(1)
 	w := writerPool.Get().(*sunrpc.Writer)
 	w.Reset()
 	defer func() {

@@ -49,7 +49,6 @@ type Client4 struct {
 	seq      []uint32
 	owner    []byte
 	ownerN   atomic.Uint64
-	calls    atomic.Int64
 	rsize    uint32
 	wsize    uint32
 }
@@ -117,7 +116,7 @@ func (c *Client4) Close(ctx context.Context) error {
 }
 
 // Calls is the number of COMPOUNDs sent so far (round trips).
-func (c *Client4) Calls() int64 { return c.calls.Load() }
+func (c *Client4) Calls() int64 { return c.rc.calls.Load() }
 
 // Rsize and Wsize are the READ and WRITE sizes in use.
 func (c *Client4) Rsize() uint32 { return c.rsize }
@@ -144,7 +143,6 @@ func (c *Client4) Compound(ctx context.Context, ops ...Op4) error {
 
 // raw sends one COMPOUND of exactly ops.
 func (c *Client4) raw(ctx context.Context, ops []Op4) error {
-	c.calls.Add(1)
 	r, err := c.rc.call(ctx, nfs4.Prog, nfs4.Vers, nfs4.ProcCompnd, true, func(w *sunrpc.Writer) {
 		nfs4.CompoundArgs{Minor: 1, NOps: uint32(len(ops))}.Encode(w)
 		for _, o := range ops {
@@ -432,4 +430,83 @@ func (c *Client4) ReadFile(ctx context.Context, dir FH, name string) ([]byte, er
 		return nil, ctx.Err()
 	}
 	return buf, nil
+}
+
+// WriteFile creates (or truncates) name in dir and writes data: OPEN in
+// one COMPOUND, up to Options.Parallel UNSTABLE WRITEs in flight, then
+// COMMIT and CLOSE in one. A write verifier that changes between the
+// WRITEs and the COMMIT (a server restart) fails the call.
+func (c *Client4) WriteFile(ctx context.Context, dir FH, name string, data []byte) error {
+	var w sunrpc.Writer
+	fa := nfs4.Fattr{Mode: 0o644}
+	mask := nfs4.NewBitmap(nfs4.AttrSize, nfs4.AttrMode)
+	fa.EncodeVals(&w, mask)
+	var open nfs4.OpenRes
+	var fh nfs4.GetFHRes
+	if err := c.Compound(ctx, Op4{nfs4.OpPutFH, &nfs4.PutFHArgs{FH: dir}, nil},
+		Op4{nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessWrite | 0x0400, Owner: c.openOwner(), Create: true,
+			CreateMode: nfs4.CreateUnchecked, Attrs: nfs4.RawFattr{Mask: mask, Vals: w.Bytes()}, Claim: nfs4.ClaimNull, Name: name}, &open},
+		Op4{nfs4.OpGetFH, &nfs4.NoArgs{}, &fh}); err != nil {
+		return err
+	}
+	offs := make(chan uint64)
+	errs := make(chan error, c.opts.Parallel)
+	var verfMu sync.Mutex
+	var verfs [][nfs4.VerifierSize]byte
+	var wg sync.WaitGroup
+	for range c.opts.Parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for off := range offs {
+				end := min(off+uint64(c.wsize), uint64(len(data)))
+				var wr nfs4.WriteRes
+				if err := c.Compound(ctx, Op4{nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh.FH}, nil},
+					Op4{nfs4.OpWrite, &nfs4.WriteArgs{Stateid: open.Stateid, Offset: off, Stable: nfs4.Unstable, Data: data[off:end]}, &wr}); err != nil {
+					errs <- err
+					return
+				}
+				if int(wr.Count) != int(end-off) {
+					errs <- fmt.Errorf("nfs: short write at %d (%d of %d bytes)", off, wr.Count, end-off)
+					return
+				}
+				verfMu.Lock()
+				verfs = append(verfs, wr.Verf)
+				verfMu.Unlock()
+			}
+		}()
+	}
+	go func() {
+		defer close(offs)
+		for off := uint64(0); off < uint64(len(data)); off += uint64(c.wsize) {
+			select {
+			case offs <- off:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	var werr error
+	select {
+	case werr = <-errs:
+	default:
+		werr = ctx.Err()
+	}
+	var commit nfs4.VerfRes
+	cerr := c.Compound(context.WithoutCancel(ctx), Op4{nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh.FH}, nil},
+		Op4{nfs4.OpCommit, &nfs4.CommitArgs{}, &commit},
+		Op4{nfs4.OpClose, &nfs4.CloseArgs{Stateid: open.Stateid}, &nfs4.StateidRes{}})
+	if werr != nil {
+		return werr
+	}
+	if cerr != nil {
+		return cerr
+	}
+	for _, v := range verfs {
+		if v != commit.Verf {
+			return errors.New("nfs: the server restarted during the write (write verifier changed); write again")
+		}
+	}
+	return nil
 }

@@ -20,6 +20,9 @@ package nfs
 
 import (
 	"errors"
+	"hash/crc32"
+	"net/netip"
+	"sync"
 	"syscall"
 
 	"github.com/tristore/tristore/proto/nfs4"
@@ -176,6 +179,19 @@ func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) e
 		return nil
 	}
 	c := &compound{s: s, req: req, minor: hdr.Minor, nops: hdr.NOps, reqLen: len(r.Buffer())}
+	var dk drcKey
+	if hdr.Minor == 0 {
+		// 4.0 has no sessions: a retransmitted non-idempotent COMPOUND
+		// (same client, XID and arguments) is answered from the duplicate
+		// request cache instead of being run again.
+		dk = drcKey{addr: req.c.addr, xid: req.call.XID, sum: crc32.ChecksumIEEE(r.Rest())}
+		if b := s.drc4.get(dk); b != nil {
+			w.Truncate(replyStart)
+			w.FixedOpaque(b)
+			return nil
+		}
+	}
+	mutating := false
 	defer c.release()
 	if hdr.NOps > nfs4.MaxOps || (hdr.Minor == 0 && hdr.NOps > v4MaxOps) {
 		// 4.0 has no "too many ops" error; RESOURCE is what RFC 7530 names.
@@ -201,6 +217,7 @@ func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) e
 			break
 		}
 		var res nfs4.Res
+		mutating = mutating || nonIdempotent(opnum)
 		switch {
 		case !opnum.Known(hdr.Minor):
 			opnum = nfs4.OpIllegal
@@ -273,11 +290,70 @@ func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) e
 		}
 	}
 	finish()
+	if hdr.Minor == 0 && mutating {
+		s.drc4.put(dk, w.Bytes()[replyStart:])
+	}
 	if c.slot != nil {
 		c.s.v4.finishSlot(c.sess, c.slot, w.Bytes()[replyStart:])
 		c.slot = nil
 	}
 	return nil
+}
+
+// nonIdempotent are the operations whose repetition would not give the
+// same answer (the 4.0 duplicate request cache keeps their replies).
+func nonIdempotent(op nfs4.Op) bool {
+	switch op {
+	case nfs4.OpCreate, nfs4.OpRemove, nfs4.OpRename, nfs4.OpLink, nfs4.OpSetattr, nfs4.OpWrite,
+		nfs4.OpOpen, nfs4.OpClose, nfs4.OpLock, nfs4.OpLockU, nfs4.OpOpenConfirm, nfs4.OpOpenDowngrade,
+		nfs4.OpSetClientID, nfs4.OpSetClientIDConfirm, nfs4.OpReleaseLockOwner:
+		return true
+	}
+	return false
+}
+
+type drcKey struct {
+	addr netip.Addr
+	xid  uint32
+	sum  uint32
+}
+
+// drc is a bounded duplicate request cache (the newest 1,024 replies of at
+// most 32 KiB each).
+type drc struct {
+	mu    sync.Mutex
+	m     map[drcKey][]byte
+	order []drcKey
+}
+
+const drcEntries, drcMaxReply = 1024, 32 << 10
+
+func (d *drc) get(k drcKey) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b, ok := d.m[k]; ok {
+		return append([]byte(nil), b...)
+	}
+	return nil
+}
+
+func (d *drc) put(k drcKey, b []byte) {
+	if len(b) > drcMaxReply {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[drcKey][]byte{}
+	}
+	if _, ok := d.m[k]; !ok {
+		d.order = append(d.order, k)
+	}
+	d.m[k] = append([]byte(nil), b...)
+	for len(d.order) > drcEntries {
+		delete(d.m, d.order[0])
+		d.order = d.order[1:]
+	}
 }
 
 // call runs an operation, turning a panic into SERVERFAULT so one bad

@@ -117,7 +117,7 @@ func op4PutFH(c *compound, a nfs4.Args) nfs4.Res {
 		// A file removed while open keeps its handle for the holders of
 		// the open (CLOSE, LOCKU must still work), as an open-but-unlinked
 		// file does locally.
-		if st := statusOf4(err); st != nfs4.ErrStale || !c.s.v4.isOpen(e, vfs.Handle(args.FH).FileID()) {
+		if st := statusOf4(err); st != nfs4.ErrStale || !c.s.v4.isOpen(e, vfs.Handle(args.FH)) {
 			return &nfs4.StatusRes{Status: st}
 		}
 	}
@@ -385,11 +385,20 @@ func op4Access(c *compound, a nfs4.Args) nfs4.Res {
 	if f.pseudo {
 		return &nfs4.AccessRes{Supported: want, Access: want & (nfs4.AccessRead | nfs4.AccessLookup)}
 	}
-	got, _, err := f.e.fs.Access(cred, f.h, want)
+	got, at, err := f.e.fs.Access(cred, f.h, want)
 	if err != nil {
 		return &nfs4.AccessRes{Status: statusOf4(err)}
 	}
-	return &nfs4.AccessRes{Supported: want, Access: got & want}
+	// Only the bits that mean something for the object's type are
+	// "supported" (RFC 7530 16.1.4): EXECUTE not for directories, LOOKUP
+	// and DELETE only for them.
+	supp := want
+	if at.Type == vfs.TypeDir {
+		supp &^= nfs4.AccessExecute
+	} else {
+		supp &^= nfs4.AccessLookup | nfs4.AccessDelete
+	}
+	return &nfs4.AccessRes{Supported: supp, Access: got & supp}
 }
 
 func op4Readlink(c *compound, _ nfs4.Args) nfs4.Res {
@@ -425,8 +434,8 @@ func op4Readdir(c *compound, a nfs4.Args) nfs4.Res {
 		return &nfs4.ReaddirRes{Status: nfs4.ErrInval}
 	}
 	mask := args.Request.And(supported4(c.minor))
-	const overhead = 4 + 8 + 8 // status, verifier, eof and end of list
-	if args.MaxCount < overhead+32 {
+	const overhead = 8 + 4 + 4 // verifier, end of list and eof: READDIR4resok of an empty directory
+	if args.MaxCount < overhead {
 		return &nfs4.ReaddirRes{Status: nfs4.ErrTooSmall}
 	}
 	budget := int(min(args.MaxCount, maxReaddr)) - overhead
@@ -510,6 +519,9 @@ func sattr4(fa *nfs4.Fattr, mask nfs4.Bitmap) (vfs.SetAttr, nfs4.Status) {
 		s.Size = &sz
 	}
 	id := func(v string) (*uint32, nfs4.Status) {
+		if v == "" {
+			return nil, nfs4.ErrInval
+		}
 		name, _, _ := strings.Cut(v, "@")
 		n, err := strconv.ParseUint(name, 10, 32)
 		if err != nil {
@@ -534,6 +546,11 @@ func sattr4(fa *nfs4.Fattr, mask nfs4.Bitmap) (vfs.SetAttr, nfs4.Status) {
 	if mask.Has(nfs4.AttrOwnerGroup) {
 		if s.GID, st = id(fa.OwnerGroup); st != nfs4.OK {
 			return s, st
+		}
+	}
+	for _, t := range []nfs4.SetTime{fa.TimeAccessSet, fa.TimeModifySet} {
+		if t.Set && !t.Server && t.T.Nsec >= 1e9 {
+			return s, nfs4.ErrInval
 		}
 	}
 	conv := func(t nfs4.SetTime) vfs.SetTime {
@@ -731,6 +748,9 @@ func op4Setattr(c *compound, a nfs4.Args) nfs4.Res {
 	if st != nfs4.OK {
 		return &nfs4.SetattrRes{Status: st}
 	}
+	if sa.Size != nil && *sa.Size > 1<<63-1 {
+		return &nfs4.SetattrRes{Status: nfs4.ErrFBig}
+	}
 	if sa.Size != nil {
 		cur, err := f.e.fs.GetAttr(f.h)
 		if err != nil {
@@ -744,10 +764,6 @@ func op4Setattr(c *compound, a nfs4.Args) nfs4.Res {
 			return &nfs4.SetattrRes{Status: nfs4.ErrInval}
 		}
 		if st := c.ioCheck(f, args.Stateid, true, *sa.Size, 0); st != nfs4.OK {
-			return &nfs4.SetattrRes{Status: st}
-		}
-	} else if !args.Stateid.Special() {
-		if _, st := c.stateFor(f, args.Stateid); st != nfs4.OK {
 			return &nfs4.SetattrRes{Status: st}
 		}
 	}

@@ -37,6 +37,23 @@ func (c *compound) seqCheck(o *v4owner, seqid uint32, op nfs4.Op) (nfs4.Res, nfs
 	return nil, nfs4.ErrBadSeqID
 }
 
+// replayed answers a 4.0 retransmission of a seqid operation on a stateid
+// from the owner's replay cache before the stateid is checked (by then the
+// original may have changed or closed it). The caller holds v4.mu.
+func (c *compound) replayed(sid nfs4.Stateid, seqid uint32, op nfs4.Op) nfs4.Res {
+	if c.minor >= 1 {
+		return nil
+	}
+	o := c.s.v4.ownerOf(sid)
+	if o == nil {
+		return nil
+	}
+	if rep, _ := c.seqCheck(o, seqid, op); rep != nil {
+		return rep
+	}
+	return nil
+}
+
 // consume records that an operation used the owner's next seqid, whatever
 // its outcome, except for the errors RFC 7530 section 9.1.7 exempts.
 func (c *compound) consume(o *v4owner, seqid uint32, st nfs4.Status) {
@@ -79,7 +96,7 @@ func (c *compound) stateFor(f fh4, sid nfs4.Stateid) (*v4stateid, nfs4.Status) {
 	if st != nfs4.OK {
 		return nil, st
 	}
-	if f.pseudo || s.e != f.e || s.file.key.fileid != vfs.Handle(f.h).FileID() {
+	if f.pseudo || s.e != f.e || s.file.key != keyOf(f.e, f.h) {
 		return nil, nfs4.ErrBadStateID
 	}
 	if c.minor == 0 && !s.lock && !s.owner.confirmed {
@@ -100,7 +117,7 @@ func (c *compound) ioCheck(f fh4, sid nfs4.Stateid, write bool, off, n uint64) n
 		return s4
 	}
 	if sid.Anonymous() || sid.Bypass() {
-		file := st.files[fileKey{f.e.fs.ExportID(), vfs.Handle(f.h).FileID()}]
+		file := st.files[keyOf(f.e, f.h)]
 		if file == nil || (sid.Bypass() && !write) {
 			return nfs4.OK
 		}
@@ -129,10 +146,8 @@ func (c *compound) ioCheck(f fh4, sid nfs4.Stateid, write bool, off, n uint64) n
 		// 4.0 lets a server refuse; knfsd allows it for write-only opens
 		// (clients read to fill partial pages), and so does this server.
 	}
-	if write {
-		if o, _ := s.file.lockConflict(off, off+max(n, 1), true, s.owner); o != nil && o.owner.lock {
-			return nfs4.ErrLocked
-		}
+	if write && s.file.lockConflictClient(off, off+max(n, 1), true, s.owner.client) != nil {
+		return nfs4.ErrLocked
 	}
 	return nfs4.OK
 }
@@ -171,6 +186,9 @@ func op4Read(c *compound, a nfs4.Args) nfs4.Res {
 	}
 	if st := c.ioCheck(f, args.Stateid, false, args.Offset, uint64(args.Count)); st != nfs4.OK {
 		return &nfs4.ReadRes{Status: st}
+	}
+	if args.Offset >= 1<<63 {
+		return &nfs4.ReadRes{EOF: true, Data: []byte{}}
 	}
 	count := min(args.Count, maxIO)
 	bp := readBufs.Get().(*[]byte)
@@ -356,8 +374,11 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 		return &nfs4.OpenRes{Status: nfs4.ErrReclaimBad}
 	}
 	if st := fileCheck(fa, c.minor); st != nfs4.OK {
-		if fa.Type == vfs.TypeSymlink {
+		switch {
+		case fa.Type == vfs.TypeSymlink:
 			st = nfs4.ErrSymlink
+		case fa.Type != vfs.TypeDir && c.minor == 0:
+			st = nfs4.ErrSymlink // what 4.0 servers answer for other non-regular files (pynfs OPEN7)
 		}
 		return &nfs4.OpenRes{Status: st}
 	}
@@ -377,16 +398,16 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 			return &nfs4.OpenRes{Status: nfs4.ErrAccess}
 		}
 	}
-	file := v4.file(f.e, fa.FileID)
+	file := v4.file(f.e, fh)
 	v4.expireConflicting(file)
-	file = v4.file(f.e, fa.FileID)
+	file = v4.file(f.e, fh)
 	var s *v4stateid
 	for _, x := range o.states {
 		if x.file == file && !x.lock {
 			s = x
 		}
 	}
-	if file.shareConflict(access, deny, s) {
+	if file.shareConflict(access, deny) {
 		if len(file.states) == 0 {
 			delete(v4.files, file.key)
 		}
@@ -394,13 +415,16 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 	}
 	// Truncation asked for by an open of an existing file (UNCHECKED4
 	// with size 0) happens only once the open is allowed.
-	if args.Create && !created && args.CreateMode == nfs4.CreateUnchecked && args.Attrs.Mask.Has(nfs4.AttrSize) {
+	// UNCHECKED4 on an existing file ignores the attributes (RFC 7530
+	// 16.16.5), except that size 0 truncates, which is how clients send
+	// O_CREAT|O_TRUNC.
+	if pa, _ := args.Attrs.Parse(); args.Create && !created && args.CreateMode == nfs4.CreateUnchecked &&
+		args.Attrs.Mask.Has(nfs4.AttrSize) && pa.Size == 0 {
 		if access&nfs4.ShareAccessWrite == 0 {
 			return &nfs4.OpenRes{Status: nfs4.ErrInval}
 		}
-		pa, _ := args.Attrs.Parse()
-		sz := pa.Size
-		if _, _, err := f.e.fs.SetAttrs(cred, fh, vfs.SetAttr{Size: &sz}, nil); err != nil {
+		var zero uint64
+		if _, _, err := f.e.fs.SetAttrs(cred, fh, vfs.SetAttr{Size: &zero}, nil); err != nil {
 			return &nfs4.OpenRes{Status: statusOf4(err)}
 		}
 		attrSet = nfs4.NewBitmap(nfs4.AttrSize)
@@ -412,7 +436,8 @@ func (c *compound) open(f fh4, cred vfs.Cred, cl *v4client, o *v4owner, args *nf
 	}
 	s.access |= access
 	s.deny |= deny
-	s.modes[[2]uint32{access, deny}] = true
+	s.accesses |= 1 << access
+	s.denies |= 1 << deny
 	res := &nfs4.OpenRes{Stateid: s.id(), Cinfo: cinfo(dc), Flags: nfs4.OpenResultLockPosix, AttrSet: attrSet}
 	if c.minor == 0 && !o.confirmed {
 		res.Flags |= nfs4.OpenResultConfirm
@@ -501,11 +526,14 @@ func op4OpenConfirm(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
+	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpOpenConfirm); rep != nil {
+		return rep
+	}
 	s, st := v4.findState(args.Stateid, c.minor)
 	if st != nfs4.OK {
 		return &nfs4.StateidRes{Status: st}
 	}
-	if s.lock || s.e != f.e || s.file.key.fileid != vfs.Handle(f.h).FileID() {
+	if s.lock || s.e != f.e || s.file.key != keyOf(f.e, f.h) {
 		return &nfs4.StateidRes{Status: nfs4.ErrBadStateID}
 	}
 	o := s.owner
@@ -536,6 +564,9 @@ func op4OpenDowngrade(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
+	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpOpenDowngrade); rep != nil {
+		return rep
+	}
 	s, st := c.stateFor(f, args.Stateid)
 	if st != nfs4.OK {
 		return &nfs4.StateidRes{Status: st}
@@ -553,7 +584,8 @@ func op4OpenDowngrade(c *compound, a nfs4.Args) nfs4.Res {
 	access, deny := args.ShareAccess&^nfs4.ShareWantMask, args.ShareDeny
 	switch {
 	case access == 0 || access > nfs4.ShareAccessBoth || deny > nfs4.ShareDenyBoth,
-		access&^s.access != 0 || deny&^s.deny != 0:
+		access&^s.access != 0 || deny&^s.deny != 0,
+		s.accesses&(1<<access) == 0 || s.denies&(1<<deny) == 0:
 		res.Status = nfs4.ErrInval
 	default:
 		s.access, s.deny = access, deny
@@ -574,6 +606,9 @@ func op4Close(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
+	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpClose); rep != nil {
+		return rep
+	}
 	s, st := c.stateFor(f, args.Stateid)
 	if st != nfs4.OK {
 		return &nfs4.StateidRes{Status: st}
@@ -599,7 +634,7 @@ func op4Close(c *compound, a nfs4.Args) nfs4.Res {
 		}
 		s.bump()
 		res.Stateid = s.id()
-		v4.removeState(s)
+		v4.closeState(s)
 		if c.minor >= 1 {
 			res.Stateid = nfs4.Stateid{Seqid: ^uint32(0)} // RFC 8881 18.2.4: the invalid special stateid
 		}
@@ -654,6 +689,15 @@ func op4Lock(c *compound, a nfs4.Args) nfs4.Res {
 		seqid    uint32
 		op       = nfs4.OpLock
 	)
+	if c.minor == 0 {
+		sid, seqid := args.Locker.LockStateid, args.Locker.LockSeqid
+		if args.Locker.New {
+			sid, seqid = args.Locker.OpenStateid, args.Locker.OpenSeqid
+		}
+		if rep := c.replayed(sid, seqid, op); rep != nil {
+			return rep
+		}
+	}
 	if args.Locker.New {
 		open, st := c.stateFor(f, args.Locker.OpenStateid)
 		if st != nfs4.OK {
@@ -769,7 +813,7 @@ func op4LockT(c *compound, a nfs4.Args) nfs4.Res {
 	if v4.inGrace() {
 		return &nfs4.LockRes{Test: true, Status: nfs4.ErrGrace}
 	}
-	file := v4.files[fileKey{f.e.fs.ExportID(), vfs.Handle(f.h).FileID()}]
+	file := v4.files[keyOf(f.e, f.h)]
 	if file == nil {
 		return &nfs4.LockRes{Test: true}
 	}
@@ -797,6 +841,9 @@ func op4LockU(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
+	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpLockU); rep != nil {
+		return rep
+	}
 	s, st := c.stateFor(f, args.Stateid)
 	if st != nfs4.OK {
 		return &nfs4.StateidRes{Status: st}

@@ -35,10 +35,14 @@ import (
 	"github.com/tristore/tristore/vfs"
 )
 
+// fileKey names a file for state: its export and vfs.Handle.Identity (not
+// the inode number alone, which a new file may reuse).
 type fileKey struct {
 	export uint32
-	fileid uint64
+	id     string
 }
+
+func keyOf(e *Export, h vfs.Handle) fileKey { return fileKey{e.fs.ExportID(), h.Identity()} }
 
 type v4state struct {
 	mu      sync.Mutex
@@ -56,9 +60,17 @@ type v4state struct {
 	sessions    map[[nfs4.SessionIDSize]byte]*v4session
 	stateids    map[[nfs4.OtherSize]byte]*v4stateid
 	files       map[fileKey]*v4file
-	stop        chan struct{}
-	stopOnce    sync.Once
+	// closed remembers the owner of recently closed open stateids (a 4.0
+	// CLOSE retransmission is answered from the owner's replay cache);
+	// expired remembers stateids of clients whose state was purged, so
+	// using one is NFS4ERR_EXPIRED, not BAD_STATEID. Both are bounded.
+	closed   map[[nfs4.OtherSize]byte]*v4owner
+	expired  map[[nfs4.OtherSize]byte]bool
+	stop     chan struct{}
+	stopOnce sync.Once
 }
+
+const maxRemembered = 1 << 16
 
 type v4client struct {
 	id          uint64
@@ -117,13 +129,14 @@ type v4stateid struct {
 	file   *v4file
 	access uint32 // open: OPEN4_SHARE_ACCESS_* held
 	deny   uint32
-	// modes are the (access, deny) pairs opened so far: OPEN_DOWNGRADE
-	// may only go back to one of them (RFC 7530 section 16.19.4).
-	modes  map[[2]uint32]bool
-	open   *v4stateid // lock: the open it came from
-	ranges []lockRange
-	fh     vfs.Handle
-	e      *Export
+	// accesses and denies are the share values opened with so far (bit
+	// n: value n): OPEN_DOWNGRADE may only go back to one of them (RFC
+	// 7530 section 16.19.4), as knfsd's access and deny bitmaps.
+	accesses, denies uint8
+	open             *v4stateid // lock: the open it came from
+	ranges           []lockRange
+	fh               vfs.Handle
+	e                *Export
 }
 
 type v4file struct {
@@ -138,6 +151,7 @@ func newV4State(dataDir string, lease, grace time.Duration, log *slog.Logger) *v
 		confirmed: map[string]*v4client{}, unconfirmed: map[string]*v4client{},
 		sessions: map[[nfs4.SessionIDSize]byte]*v4session{}, stateids: map[[nfs4.OtherSize]byte]*v4stateid{},
 		files: map[fileKey]*v4file{}, stop: make(chan struct{}),
+		closed: map[[nfs4.OtherSize]byte]*v4owner{}, expired: map[[nfs4.OtherSize]byte]bool{},
 	}
 	if dataDir != "" {
 		st.path = filepath.Join(dataDir, ".tristore", "nfs4", "clients")
@@ -263,7 +277,13 @@ func (st *v4state) client(id uint64) (*v4client, nfs4.Status) {
 
 // removeClient drops a client and everything it holds.
 func (st *v4state) removeClient(cl *v4client) {
+	if len(st.expired) > maxRemembered {
+		clear(st.expired)
+	}
 	for _, o := range cl.owners {
+		for other := range o.states {
+			st.expired[other] = true
+		}
 		st.removeOwner(o)
 	}
 	for id := range cl.sessions {
@@ -281,6 +301,11 @@ func (st *v4state) removeClient(cl *v4client) {
 func (st *v4state) removeOwner(o *v4owner) {
 	for _, s := range o.states {
 		st.removeState(s)
+	}
+	for other, ow := range st.closed {
+		if ow == o {
+			delete(st.closed, other)
+		}
 	}
 	delete(o.client.owners, o.key)
 }
@@ -322,8 +347,25 @@ func (o *v4owner) remember(op nfs4.Op, b []byte) {
 	o.hasLast = true
 }
 
-func (st *v4state) file(e *Export, fileid uint64) *v4file {
-	k := fileKey{e.fs.ExportID(), fileid}
+// ownerOf finds the owner of a stateid, current or recently closed.
+func (st *v4state) ownerOf(sid nfs4.Stateid) *v4owner {
+	if s := st.stateids[sid.Other]; s != nil {
+		return s.owner
+	}
+	return st.closed[sid.Other]
+}
+
+// closeState removes an open stateid, remembering its owner for replays.
+func (st *v4state) closeState(s *v4stateid) {
+	if len(st.closed) > maxRemembered {
+		clear(st.closed)
+	}
+	st.closed[s.other] = s.owner
+	st.removeState(s)
+}
+
+func (st *v4state) file(e *Export, h vfs.Handle) *v4file {
+	k := keyOf(e, h)
 	f := st.files[k]
 	if f == nil {
 		f = &v4file{key: k, states: map[[nfs4.OtherSize]byte]*v4stateid{}}
@@ -334,7 +376,7 @@ func (st *v4state) file(e *Export, fileid uint64) *v4file {
 
 func (st *v4state) newState(o *v4owner, f *v4file, e *Export, h vfs.Handle, lock bool) *v4stateid {
 	s := &v4stateid{other: st.newOther(), seqid: 1, lock: lock, owner: o, file: f, e: e,
-		fh: append(vfs.Handle(nil), h...), modes: map[[2]uint32]bool{}}
+		fh: append(vfs.Handle(nil), h...)}
 	st.stateids[s.other] = s
 	o.states[s.other] = s
 	f.states[s.other] = s
@@ -356,7 +398,13 @@ func (s *v4stateid) bump() {
 // BAD_STATEID too), OLD_STATEID if its seqid is behind, EXPIRED if its
 // client's lease ran out.
 func (st *v4state) findState(sid nfs4.Stateid, minor uint32) (*v4stateid, nfs4.Status) {
+	if sid.Special() {
+		return nil, nfs4.ErrBadStateID
+	}
 	s := st.stateids[sid.Other]
+	if s == nil && st.expired[sid.Other] {
+		return nil, nfs4.ErrExpired
+	}
 	if s == nil {
 		if binary.BigEndian.Uint32(sid.Other[:4]) != st.boot {
 			if minor == 0 {
@@ -383,10 +431,10 @@ func (st *v4state) findState(sid nfs4.Stateid, minor uint32) (*v4stateid, nfs4.S
 // writeBlocked reports whether a write to [start, end) of the file (from
 // NFSv3, which has no state) would break an NFSv4 client's write lock or
 // deny-write open.
-func (st *v4state) writeBlocked(e *Export, fileid uint64, start, end uint64) bool {
+func (st *v4state) writeBlocked(e *Export, h vfs.Handle, start, end uint64) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	f := st.files[fileKey{e.fs.ExportID(), fileid}]
+	f := st.files[keyOf(e, h)]
 	if f == nil {
 		return false
 	}
@@ -401,10 +449,10 @@ func (st *v4state) writeBlocked(e *Export, fileid uint64, start, end uint64) boo
 }
 
 // isOpen reports whether some client has the file open.
-func (st *v4state) isOpen(e *Export, fileid uint64) bool {
+func (st *v4state) isOpen(e *Export, h vfs.Handle) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.files[fileKey{e.fs.ExportID(), fileid}] != nil
+	return st.files[keyOf(e, h)] != nil
 }
 
 // expireConflicting removes the clients holding state on f whose lease has
@@ -428,10 +476,11 @@ func (st *v4state) expireConflicting(f *v4file) {
 }
 
 // shareConflict reports whether opening with access/deny conflicts with
-// another open of the file (not self).
-func (f *v4file) shareConflict(access, deny uint32, self *v4stateid) bool {
+// an open of the file, the same owner's included (RFC 7530 sections 9.9
+// and 16.16.5: an owner's own deny mode refuses its own later OPEN too).
+func (f *v4file) shareConflict(access, deny uint32) bool {
 	for _, s := range f.states {
-		if s.lock || s == self {
+		if s.lock {
 			continue
 		}
 		if access&s.deny != 0 || deny&s.access != 0 {
@@ -456,6 +505,23 @@ func (f *v4file) denied(write bool) bool {
 	return false
 }
 
+// lockConflictClient is lockConflict for I/O with a stateid: only locks
+// of other clients stand in the way (the client arbitrates its own lock
+// owners, as a local file system lets a process write under its own locks).
+func (f *v4file) lockConflictClient(start, end uint64, write bool, cl *v4client) *v4stateid {
+	for _, s := range f.states {
+		if !s.lock || s.owner.client == cl {
+			continue
+		}
+		for _, r := range s.ranges {
+			if r.start < end && start < r.end && (write || r.write) {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
 // lockConflict finds a lock of another owner that overlaps [start, end)
 // in a conflicting way.
 func (f *v4file) lockConflict(start, end uint64, write bool, owner *v4owner) (*v4stateid, *lockRange) {
@@ -478,7 +544,17 @@ func (f *v4file) lockConflict(start, end uint64, write bool, owner *v4owner) (*v
 // locks do.
 func (s *v4stateid) setRange(start, end uint64, write bool) {
 	s.unlock(start, end)
-	s.ranges = append(s.ranges, lockRange{start, end, write})
+	// Merge with ranges of the same type that touch or overlap, as POSIX
+	// locks of one owner merge.
+	var out []lockRange
+	for _, r := range s.ranges {
+		if r.write == write && r.start <= end && start <= r.end {
+			start, end = min(start, r.start), max(end, r.end)
+			continue
+		}
+		out = append(out, r)
+	}
+	s.ranges = append(out, lockRange{start, end, write})
 }
 
 func (s *v4stateid) unlock(start, end uint64) {

@@ -81,7 +81,7 @@ func nfsSetattr(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) err
 	}
 	res := nfs3.SetattrRes{}
 	e, cred, st := s.exportOf(req, args.FH)
-	if st == nfs3.OK && args.Attr.Size != nil && s.v4.writeBlocked(e, vfs.Handle(args.FH).FileID(), *args.Attr.Size, ^uint64(0)) {
+	if st == nfs3.OK && args.Attr.Size != nil && s.v4.writeBlocked(e, vfs.Handle(args.FH), *args.Attr.Size, ^uint64(0)) {
 		st = nfs3.ErrAcces // see nfsWrite
 	}
 	if st == nfs3.OK {

@@ -67,7 +67,7 @@ func nfsWrite(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error
 	}
 	res := nfs3.WriteRes{}
 	e, cred, st := s.exportOf(req, args.FH)
-	if st == nfs3.OK && s.v4.writeBlocked(e, vfs.Handle(args.FH).FileID(), args.Offset, args.Offset+uint64(len(args.Data))) {
+	if st == nfs3.OK && s.v4.writeBlocked(e, vfs.Handle(args.FH), args.Offset, args.Offset+uint64(len(args.Data))) {
 		// An NFSv4 client holds a write lock on the range or opened the
 		// file denying writes: v3 has no locks of its own (no NLM), so the
 		// v4 lock is enforced here. ACCES, not JUKEBOX: fail the write at

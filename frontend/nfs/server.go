@@ -100,6 +100,7 @@ type Server struct {
 	closed    bool
 	mounts    map[mountKey]struct{}
 	v4        *v4state
+	drc4      drc // NFSv4.0 duplicate request cache
 	started   time.Time
 	port      uint32 // TCP port of the main listener (for GETPORT)
 	pmapAddr  net.Addr

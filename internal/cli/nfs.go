@@ -224,7 +224,7 @@ The port defaults to 2049 and MOUNT to the same port (tristore serves both on
 one); for ganesha or knfsd give mountport (e.g. 20048), or let the client ask
 the portmapper on port 111 (it does when the NFS port does not serve MOUNT).`,
 	}
-	cmd.AddCommand(newNFSLsCmd(), newNFSCatCmd(), newNFSPutCmd(), newNFSGetCmd(), newNFSMkdirCmd(), newNFSRmCmd(), newNFSBenchCmd(), newNFSBenchMetaCmd())
+	cmd.AddCommand(newNFSLsCmd(), newNFSCatCmd(), newNFSPutCmd(), newNFSGetCmd(), newNFSMkdirCmd(), newNFSRmCmd(), newNFSBenchCmd(), newNFSBenchMetaCmd(), newNFSBenchOpsCmd())
 	return cmd
 }
 
