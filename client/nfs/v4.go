@@ -432,13 +432,13 @@ func (c *Client4) ReadFile(ctx context.Context, dir FH, name string) ([]byte, er
 	return buf, nil
 }
 
-// WriteFile creates (or truncates) name in dir and writes data: OPEN in
+// WriteFile creates (or truncates) name in dir (mode for a new file) and writes data: OPEN in
 // one COMPOUND, up to Options.Parallel UNSTABLE WRITEs in flight, then
 // COMMIT and CLOSE in one. A write verifier that changes between the
 // WRITEs and the COMMIT (a server restart) fails the call.
-func (c *Client4) WriteFile(ctx context.Context, dir FH, name string, data []byte) error {
+func (c *Client4) WriteFile(ctx context.Context, dir FH, name string, data []byte, mode uint32) error {
 	var w sunrpc.Writer
-	fa := nfs4.Fattr{Mode: 0o644}
+	fa := nfs4.Fattr{Mode: mode}
 	mask := nfs4.NewBitmap(nfs4.AttrSize, nfs4.AttrMode)
 	fa.EncodeVals(&w, mask)
 	var open nfs4.OpenRes

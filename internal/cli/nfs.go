@@ -46,6 +46,9 @@ type nfsURL struct {
 	Path      string // export + path, cleaned, starting with "/"
 	Opts      nfs.Options
 	Query     url.Values
+	// V4 is set by ?version=4.1 (or 4): the path is then in the server's
+	// NFSv4 namespace and the commands use an NFSv4.1 session.
+	V4 bool
 }
 
 func parseNFSURL(raw string, defaults url.Values) (*nfsURL, error) {
@@ -155,6 +158,13 @@ func nfsURLFrom(u *url.URL, defaults url.Values) (*nfsURL, error) {
 	}
 	out.Opts.Hard = hard
 	out.Opts.MountAddr = out.MountAddr
+	switch v := q.Get("version"); v {
+	case "", "3":
+	case "4", "4.1":
+		out.V4 = true
+	default:
+		return nil, fmt.Errorf("URL option version=%q: want 3 or 4.1", v)
+	}
 	return out, nil
 }
 
@@ -265,6 +275,11 @@ func newNFSLsCmd() *cobra.Command {
 		Short: "List a directory (or show one file)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ok, err := withNFS4(cmd, args[0], func(ctx context.Context, c *nfs.Client4, p string) error {
+				return ls4(ctx, c, p, long, cmd.OutOrStdout())
+			}); ok {
+				return err
+			}
 			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
 				fh, a, err := s.C.LookupPath(ctx, s.Rel)
 				if err != nil {
@@ -308,6 +323,11 @@ func newNFSCatCmd() *cobra.Command {
 		Short: "Write a file's contents to stdout",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ok, err := withNFS4(cmd, args[0], func(ctx context.Context, c *nfs.Client4, p string) error {
+				return get4(ctx, c, p, cmd.OutOrStdout())
+			}); ok {
+				return err
+			}
 			return withNFSFile(cmd, args[0], func(ctx context.Context, c *nfs.Client, fh nfs.FH, a *nfs.Attr) error {
 				return copyOut(ctx, c, fh, a.Size, cmd.OutOrStdout())
 			})
@@ -341,6 +361,19 @@ func newNFSGetCmd() *cobra.Command {
 		Short: "Download a file (parallel READs)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ok, err := withNFS4(cmd, args[0], func(ctx context.Context, c *nfs.Client4, p string) error {
+				f, err := os.Create(args[1])
+				if err != nil {
+					return err
+				}
+				if err := get4(ctx, c, p, f); err != nil {
+					f.Close()
+					return err
+				}
+				return f.Close()
+			}); ok {
+				return err
+			}
 			return withNFSFile(cmd, args[0], func(ctx context.Context, c *nfs.Client, fh nfs.FH, a *nfs.Attr) error {
 				f, err := os.Create(args[1])
 				if err != nil {
@@ -384,6 +417,11 @@ FILE_SYNC. Either way the data is on the server's disk when put returns.`,
 				return err
 			}
 			defer in.Close()
+			if ok, err := withNFS4(cmd, args[1], func(ctx context.Context, c *nfs.Client4, p string) error {
+				return put4(ctx, c, p, in, mode)
+			}); ok {
+				return err
+			}
 			return withNFS(cmd, args[1], func(ctx context.Context, s *nfsSession) error {
 				dir, name, err := splitNFSPath(ctx, s, "put")
 				if err != nil {
@@ -470,6 +508,15 @@ func newNFSMkdirCmd() *cobra.Command {
 		Short: "Make a directory (its parent must exist)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ok, err := withNFS4(cmd, args[0], func(ctx context.Context, c *nfs.Client4, p string) error {
+				dir, name, err := split4(ctx, c, p, "mkdir")
+				if err == nil {
+					_, err = c.Mkdir(ctx, dir, name, mode)
+				}
+				return err
+			}); ok {
+				return err
+			}
 			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
 				dir, name, err := splitNFSPath(ctx, s, "mkdir")
 				if err != nil {
@@ -490,6 +537,15 @@ func newNFSRmCmd() *cobra.Command {
 		Short: "Remove a file, symlink or empty directory",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ok, err := withNFS4(cmd, args[0], func(ctx context.Context, c *nfs.Client4, p string) error {
+				dir, name, err := split4(ctx, c, p, "rm")
+				if err == nil {
+					err = c.Remove(ctx, dir, name)
+				}
+				return err
+			}); ok {
+				return err
+			}
 			return withNFS(cmd, args[0], func(ctx context.Context, s *nfsSession) error {
 				dir, name, err := splitNFSPath(ctx, s, "rm")
 				if err != nil {

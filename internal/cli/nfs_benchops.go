@@ -345,7 +345,7 @@ func (o *ops4) readBig(ctx context.Context, name string) ([]byte, error) {
 }
 
 func (o *ops4) writeBig(ctx context.Context, name string, data []byte) error {
-	return o.c.WriteFile(ctx, o.sub, name, data)
+	return o.c.WriteFile(ctx, o.sub, name, data, 0o644)
 }
 
 func (o *ops4) remove(ctx context.Context, name string) error { return o.c.Remove(ctx, o.sub, name) }

@@ -3,9 +3,11 @@ package nfsclient
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +133,70 @@ func TestV3V4OneTree(t *testing.T) {
 	if err != nil || string(buf[:n]) != "written over v4.1" {
 		t.Fatalf("v3 read of a v4 write: %q %v", buf[:n], err)
 	}
+}
+
+// testCLI4 runs the nfs commands with ?version=4.1 and bench-ops with both
+// versions; url4 maps a path to the v4 URL, url3 to the v3 one.
+func testCLI4(t *testing.T, tg *target, ns string, url4, url3 func(p string) string) {
+	tmp := t.TempDir()
+	data := randBytes(t, 3<<20+7)
+	local := filepath.Join(tmp, "in.bin")
+	if err := os.WriteFile(local, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, ns, nil, "nfs", "mkdir", url4("/cli4"))
+	runCLI(t, ns, nil, "nfs", "put", "--mode", "0600", local, url4("/cli4/in.bin"))
+	fi, err := os.Stat(filepath.Join(tg.Dir, "cli4", "in.bin"))
+	if err != nil || fi.Size() != int64(len(data)) || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("nfs put over v4.1: %v %v", fi, err)
+	}
+	if out := runCLI(t, ns, nil, "nfs", "ls", "-l", url4("/cli4")); !strings.Contains(string(out), "in.bin") || !strings.Contains(string(out), "3145735") {
+		t.Fatalf("nfs ls -l over v4.1:\n%s", out)
+	}
+	if got := runCLI(t, ns, nil, "nfs", "cat", url4("/cli4/in.bin")); !bytes.Equal(got, data) {
+		t.Fatalf("nfs cat over v4.1: %d bytes, want %d", len(got), len(data))
+	}
+	for _, v := range []struct {
+		version string
+		url     string
+		create  float64 // round trips per create
+	}{{"4.1", url4("/cli4"), 1}, {"3", url3("/cli4"), 2}} {
+		var res struct {
+			Ops []struct {
+				Op         string  `json:"op"`
+				Ops        int     `json:"ops"`
+				RoundTrips float64 `json:"round_trips_per_op"`
+			} `json:"ops"`
+		}
+		out := runCLI(t, ns, nil, "nfs", "bench-ops", "--json", "--version", v.version, "--files", "5", "--big", "2MiB", v.url)
+		if err := json.Unmarshal(out, &res); err != nil || len(res.Ops) != 4 || res.Ops[0].Op != "create" || res.Ops[0].RoundTrips != v.create {
+			t.Fatalf("bench-ops --version %s: %s (%v)", v.version, out, err)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(tg.Dir, "cli4")); len(ents) != 1 {
+		t.Fatalf("bench-ops left files behind: %d entries", len(ents))
+	}
+	runCLI(t, ns, nil, "nfs", "rm", url4("/cli4/in.bin"))
+	runCLI(t, ns, nil, "nfs", "rm", url4("/cli4"))
+	if _, err := os.Stat(filepath.Join(tg.Dir, "cli4")); !os.IsNotExist(err) {
+		t.Fatalf("nfs rm over v4.1: cli4 still there (%v)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if o, err := tristoreCmd(ctx, ns, "nfs", "cat", url4("/missing")).CombinedOutput(); err == nil || !strings.Contains(string(o), "NFS3ERR_NOENT") && !strings.Contains(string(o), "no such") {
+		t.Fatalf("cat of a missing file over v4.1: %v %s", err, o)
+	}
+}
+
+func TestCLIv4VsTristore(t *testing.T) {
+	tg := startOurs(t, "")
+	testCLI4(t, tg, "", func(p string) string { return "nfs://" + tg.Addr + p + "?version=4.1" },
+		func(p string) string { return "nfs://" + tg.Addr + p })
+}
+
+func TestCLIv4VsGanesha(t *testing.T) {
+	tg := ganeshaTarget(t)
+	mp := "?mountport=" + strings.TrimPrefix(tg.MountAddr, "127.0.0.1:")
+	testCLI4(t, tg, tg.ns, func(p string) string { return "nfs://" + tg.Addr + "/export" + p + "?version=4.1" },
+		func(p string) string { return "nfs://" + tg.Addr + tg.Export + p + mp })
 }
