@@ -65,6 +65,9 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 	if err != nil {
 		return err
 	}
+	if nu.V4 {
+		return errNFSv3Only("tristore mount")
+	}
 	form := nu.Query.Get("access")
 	switch form {
 	case "default", "sync", "direct":

@@ -243,6 +243,9 @@ func withNFS(cmd *cobra.Command, raw string, f func(ctx context.Context, s *nfsS
 	if err != nil {
 		return err
 	}
+	if u.V4 {
+		return errNFSv3Only(cmd.CommandPath())
+	}
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	s, err := openNFS(ctx, u)

@@ -186,6 +186,10 @@ func testCLI4(t *testing.T, tg *target, ns string, url4, url3 func(p string) str
 	if o, err := tristoreCmd(ctx, ns, "nfs", "cat", url4("/missing")).CombinedOutput(); err == nil || !strings.Contains(string(o), "NFS3ERR_NOENT") && !strings.Contains(string(o), "no such") {
 		t.Fatalf("cat of a missing file over v4.1: %v %s", err, o)
 	}
+	// A command that speaks only v3 refuses version=4.1 instead of using v3.
+	if o, err := tristoreCmd(ctx, ns, "nfs", "bench", url4("/")).CombinedOutput(); err == nil || !strings.Contains(string(o), "speaks NFS v3 only") {
+		t.Fatalf("nfs bench with version=4.1: %v %s", err, o)
+	}
 }
 
 func TestCLIv4VsTristore(t *testing.T) {
