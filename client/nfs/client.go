@@ -65,6 +65,14 @@ type Options struct {
 	// Parallel is how many READ/WRITE calls ReadFile/WriteFile keep in
 	// flight (default 8).
 	Parallel int
+	// V4Owner is the NFSv4 client owner (Dial4); default host/pid/random.
+	// A client that reconnects after a server restart with the same owner
+	// may reclaim its opens and locks in the server's grace period.
+	V4Owner string
+	// V4Reclaim makes Dial4 leave RECLAIM_COMPLETE to the caller, who
+	// reclaims first (OPEN CLAIM_PREVIOUS, LOCK reclaim) and then calls
+	// Client4.ReclaimComplete.
+	V4Reclaim bool
 }
 
 // Client is an NFS v3 client bound to one server. It is safe for

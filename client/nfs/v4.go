@@ -69,6 +69,9 @@ func Dial4(ctx context.Context, addr string, opts Options) (*Client4, error) {
 	rand.Read(verf[:])
 	host, _ := os.Hostname()
 	c.owner = fmt.Appendf(nil, "tristore/%s/%d/%x", host, os.Getpid(), verf)
+	if opts.V4Owner != "" {
+		c.owner = []byte(opts.V4Owner)
+	}
 	var ex nfs4.ExchangeIDRes
 	if err := c.raw(ctx, []Op4{{nfs4.OpExchangeID, &nfs4.ExchangeIDArgs{Verifier: verf, OwnerID: c.owner,
 		Impl: []nfs4.ImplID{{Domain: "tristore.dev", Name: "tristore client"}}}, &ex}}); err != nil {
@@ -97,12 +100,28 @@ func Dial4(ctx context.Context, addr string, opts Options) (*Client4, error) {
 	if cs.Fore.MaxResponseSize > 64<<10 {
 		c.rsize = min(c.rsize, cs.Fore.MaxResponseSize-32<<10)
 	}
-	if err := c.Compound(ctx, Op4{nfs4.OpReclaimComplete, &nfs4.ReclaimCompleteArgs{}, nil}); err != nil && !errors.Is(err, nfs4.ErrCompleteAlready) {
-		c.Close(ctx)
-		return nil, err
+	if !opts.V4Reclaim {
+		if err := c.ReclaimComplete(ctx); err != nil {
+			c.Close(ctx)
+			return nil, err
+		}
 	}
 	return c, nil
 }
+
+// ReclaimComplete tells the server this client has reclaimed what it
+// wanted after a server restart (or has nothing to reclaim); until then
+// its new opens and locks get NFS4ERR_GRACE.
+func (c *Client4) ReclaimComplete(ctx context.Context) error {
+	err := c.Compound(ctx, Op4{nfs4.OpReclaimComplete, &nfs4.ReclaimCompleteArgs{}, nil})
+	if errors.Is(err, nfs4.ErrCompleteAlready) {
+		return nil
+	}
+	return err
+}
+
+// ClientID is the client ID the server gave this client.
+func (c *Client4) ClientID() uint64 { return c.clientID }
 
 // Close destroys the session and the client ID (a courtesy: the server
 // would expire them after a lease) and drops the connection.

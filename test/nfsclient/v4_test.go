@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tristore/tristore/client/nfs"
+	"github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/proto/nfs4"
 )
 
@@ -203,4 +204,75 @@ func TestCLIv4VsGanesha(t *testing.T) {
 	mp := "?mountport=" + strings.TrimPrefix(tg.MountAddr, "127.0.0.1:")
 	testCLI4(t, tg, tg.ns, func(p string) string { return "nfs://" + tg.Addr + "/export" + p + "?version=4.1" },
 		func(p string) string { return "nfs://" + tg.Addr + tg.Export + p + mp })
+}
+
+// TestV4GraceAfterKill: a client's open and byte-range lock survive a
+// kill -9 of the server through the grace period. After the restart a
+// newcomer's OPEN and LOCK wait (GRACE); the old client (same owner)
+// reclaims both with CLAIM_PREVIOUS and reclaim=true, ends its reclaim, and
+// then the newcomer opens but finds the reclaimed lock in its way.
+func TestV4GraceAfterKill(t *testing.T) {
+	testutil.NeedRoot(t, "open_by_handle_at")
+	data := t.TempDir()
+	bin := testutil.TristoreBin(context.Background(), t)
+	args := []string{"--log-level", "warn", "--nfs4-lease", "10s", "--nfs4-grace", "60s"}
+	srv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"nfs"}, Args: args})
+	if err := os.WriteFile(filepath.Join(data, "held"), make([]byte, 4096), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dial := func(addr, owner string, reclaim bool) *nfs.Client4 {
+		t.Helper()
+		c, err := nfs.Dial4(ctx, addr, nfs.Options{V4Owner: owner, V4Reclaim: reclaim, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("Dial4 %s: %v", owner, err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	owner := func(c *nfs.Client4, s string) nfs4.Owner { return nfs4.Owner{ClientID: c.ClientID(), Owner: []byte(s)} }
+	lockOp := func(c *nfs.Client4, open nfs4.Stateid, reclaim bool, res *nfs4.LockRes) nfs.Op4 {
+		return nfs.Op4{Op: nfs4.OpLock, Args: &nfs4.LockArgs{Type: nfs4.WriteLT, Reclaim: reclaim, Offset: 0, Length: 100,
+			Locker: nfs4.Locker{New: true, OpenStateid: open, LockOwner: owner(c, "lock-owner")}}, Res: res}
+	}
+	old := dial(srv.Addrs["nfs"], "grace-test-old", false)
+	root, _, err := old.LookupPath(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open nfs4.OpenRes
+	var fh nfs4.GetFHRes
+	if err := old.Compound(ctx, nfs.Op4{Op: nfs4.OpPutFH, Args: &nfs4.PutFHArgs{FH: root}},
+		nfs.Op4{Op: nfs4.OpOpen, Args: &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessBoth, Owner: owner(old, "open-owner"), Claim: nfs4.ClaimNull, Name: "held"}, Res: &open},
+		nfs.Op4{Op: nfs4.OpGetFH, Args: &nfs4.NoArgs{}, Res: &fh},
+		lockOp(old, nfs4.Stateid{Seqid: 1}, false, &nfs4.LockRes{})); err != nil {
+		t.Fatalf("OPEN+LOCK: %v", err)
+	}
+	srv.Kill()
+	srv = testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"nfs"}, Args: args})
+	addr := srv.Addrs["nfs"]
+	newcomer := dial(addr, "grace-test-new", false)
+	openNew := func() error {
+		return newcomer.Compound(ctx, nfs.Op4{Op: nfs4.OpPutFH, Args: &nfs4.PutFHArgs{FH: root}},
+			nfs.Op4{Op: nfs4.OpOpen, Args: &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessBoth, Owner: owner(newcomer, "n"), Claim: nfs4.ClaimNull, Name: "held"}, Res: &nfs4.OpenRes{}},
+			lockOp(newcomer, nfs4.Stateid{Seqid: 1}, false, &nfs4.LockRes{}))
+	}
+	if err := openNew(); !errors.Is(err, nfs4.ErrGrace) {
+		t.Fatalf("a newcomer's OPEN in the grace period: %v, want GRACE", err)
+	}
+	back := dial(addr, "grace-test-old", true)
+	if err := back.Compound(ctx, nfs.Op4{Op: nfs4.OpPutFH, Args: &nfs4.PutFHArgs{FH: fh.FH}},
+		nfs.Op4{Op: nfs4.OpOpen, Args: &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessBoth, Owner: owner(back, "open-owner"), Claim: nfs4.ClaimPrevious}, Res: &nfs4.OpenRes{}},
+		lockOp(back, nfs4.Stateid{Seqid: 1}, true, &nfs4.LockRes{})); err != nil {
+		t.Fatalf("reclaiming the open and the lock: %v", err)
+	}
+	if err := back.ReclaimComplete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = openNew()
+	var op *nfs.OpError
+	if !errors.Is(err, nfs4.ErrDenied) || !errors.As(err, &op) || op.Op != "LOCK" {
+		t.Fatalf("the newcomer after the grace period: %v, want its OPEN to work and its LOCK to be DENIED by the reclaimed lock", err)
+	}
 }
