@@ -56,7 +56,8 @@ func cloudFlags(fs *pflag.FlagSet) {
 	fs.String("s3-secret-key", "", "s3: secret key (env AWS_SECRET_ACCESS_KEY)")
 	fs.Bool("s3-path-style", true, "s3: bucket in the URL path (what non-AWS endpoints want)")
 	fs.Int("s3-retries", s3client.DefaultRetries, "s3: retries per request on 5xx, throttling, timeouts and resets")
-	sizeFlag(fs, "s3-chunk-size", chunkstore.DefaultChunkSize, "s3: chunk size of a new store (an existing one keeps its own); 4KiB..64MiB")
+	sizeFlag(fs, "s3-chunk-size", chunkstore.DefaultChunkSize, "s3: chunk size of a new store (an existing one keeps its own); 4KiB..64MiB; not given: from the saved download profile (tristore s3 tune --direction down) for this endpoint and network if there is one, else 1MiB")
+	fs.String("s3-tune-dir", "", "s3: where tuned profiles are kept (default: the user cache dir, tristore/s3-tune)")
 	fs.Int("s3-parallel", 8, "s3: chunk transfers in flight")
 	sizeFlag(fs, "s3-max-memory", 256<<20, "s3: bound on chunk size × s3-parallel")
 	fs.Duration("s3-write-back-age", 30*time.Second, "s3: dirty chunks older than this are uploaded")
@@ -112,6 +113,12 @@ func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.C
 	}
 	if c.ChunkSize, err = cfgSize("s3-chunk-size", chunkstore.MinChunkSize, chunkstore.MaxChunkSize); err != nil {
 		return c, err
+	}
+	if !cfg.IsSet("s3-chunk-size") {
+		var why string
+		c.ChunkSize, why = mountChunkDefault(context.Background(), firstSet("s3-endpoint", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+			firstSet("s3-region", "AWS_REGION", "AWS_DEFAULT_REGION"), cfg.GetString("s3-tune-dir"))
+		slog.Info("chunk size for a new store (an existing one keeps its own)", "chunk_size", c.ChunkSize, "from", why)
 	}
 	if c.MaxMemory, err = cfgSize("s3-max-memory", 1<<20, 1<<40); err != nil {
 		return c, err
