@@ -46,7 +46,7 @@ type handle struct {
 	mu   sync.Mutex // serialises this handle's I/O
 	buf  []byte     // write-behind buffer (formDefault)
 	bufO uint64     // file offset of buf[0]
-	un   *nfs.UnstableWriter
+	un   Unstable
 	err  syscall.Errno // a failed send, reported at the next flush/fsync
 	// lastAfter is the post-op attributes of the last stable WRITE.
 	lastAfter *nfs.Attr
@@ -94,7 +94,7 @@ func (n *Node) newHandle(ctx context.Context, flags uint32, a *nfs.Attr) (*handl
 		n.seenSize, n.seenMtime = a.Size, a.Mtime
 	}
 	if h.form == formDefault && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		h.un = nfs.NewUnstable(n.fsys.c, n.fh)
+		h.un = n.fsys.c.NewUnstable(n.fh)
 		if n.writers == nil {
 			n.writers = map[*handle]struct{}{}
 		}
@@ -164,7 +164,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			}
 			return uint32(len(data)), 0
 		}
-		u := nfs.NewUnstable(c, fh)
+		u := c.NewUnstable(fh)
 		if err := u.WriteAt(ctx, data, uint64(off), false); err != nil {
 			return 0, errno(err)
 		}

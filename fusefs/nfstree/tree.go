@@ -72,13 +72,22 @@ type Options struct {
 
 // FS is the state shared by all nodes of one mount.
 type FS struct {
-	c    *nfs.Client
+	c    Conn
 	opts Options
 	root *Node
 
 	groups  groupCache
+	closer  func()       // v4: stops the lease renewal
 	commits atomic.Int64 // COMMITs that succeeded
 	resends atomic.Int64 // times uncommitted data was resent (verifier changed)
+}
+
+// Close releases what the tree holds besides the client (v4: stops
+// renewing the lease). Call it after the FUSE server stopped.
+func (f *FS) Close() {
+	if f.closer != nil {
+		f.closer()
+	}
 }
 
 // Stats reports how many COMMITs succeeded and how often uncommitted data
@@ -114,6 +123,18 @@ func New(c *nfs.Client, opts Options) (*FS, error) {
 	if c.Root() == nil && opts.Root == nil {
 		return nil, errors.New("nfstree: client is not mounted")
 	}
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	root := c.Root()
+	if opts.Root != nil {
+		root = opts.Root
+	}
+	return newFS(v3Conn{c}, root, opts), nil
+}
+
+// defaults fills in unset options and checks Form.
+func (opts *Options) defaults() error {
 	if opts.AttrTimeout == 0 && !opts.NoCache {
 		opts.AttrTimeout = time.Second
 	}
@@ -123,7 +144,7 @@ func New(c *nfs.Client, opts Options) (*FS, error) {
 	switch opts.Form {
 	case "", "default", "sync", "direct":
 	default:
-		return nil, fmt.Errorf("nfstree: access form %q: want default, sync or direct", opts.Form)
+		return fmt.Errorf("nfstree: access form %q: want default, sync or direct", opts.Form)
 	}
 	if opts.WriteBehind <= 0 {
 		opts.WriteBehind = 8 << 20
@@ -131,13 +152,13 @@ func New(c *nfs.Client, opts Options) (*FS, error) {
 	if opts.CommitEvery <= 0 {
 		opts.CommitEvery = 64 << 20
 	}
+	return nil
+}
+
+func newFS(c Conn, root nfs.FH, opts Options) *FS {
 	f := &FS{c: c, opts: opts}
-	root := c.Root()
-	if opts.Root != nil {
-		root = opts.Root
-	}
 	f.root = &Node{fsys: f, fh: root}
-	return f, nil
+	return f
 }
 
 // Mount mounts the tree on dir and returns the running server; call

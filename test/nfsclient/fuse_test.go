@@ -39,6 +39,13 @@ func mountFUSETree(t testing.TB, tg *target, opts nfstree.Options) (string, func
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir, unmount := mountTree(t, tree)
+	return dir, unmount, tree
+}
+
+// mountTree mounts tree on a fresh directory (see mountFUSE).
+func mountTree(t testing.TB, tree *nfstree.FS) (string, func()) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -73,7 +80,7 @@ func mountFUSETree(t testing.TB, tg *target, opts nfstree.Options) (string, func
 		}
 	}
 	t.Cleanup(unmount)
-	return dir, unmount, tree
+	return dir, unmount
 }
 
 // treeSums is testutil.TreeSums; a walk error fails t.
@@ -131,10 +138,14 @@ func sourceTarball(t *testing.T) (tarball, srcDir string) {
 // testUntarRemount untars a real source tree through the FUSE mount,
 // checks every file against the source, unmounts, mounts again with a new
 // client and checks again, and checks the server's disk.
-func testUntarRemount(t *testing.T, tg *target) {
+func testUntarRemount(t *testing.T, tg *target) { testUntarRemountWith(t, tg, mountFUSE) }
+
+// testUntarRemountWith is testUntarRemount with mount making the mounts
+// (v3: mountFUSE, v4.1: mountFUSE4).
+func testUntarRemountWith(t *testing.T, tg *target, mount func(testing.TB, *target, nfstree.Options) (string, func())) {
 	tarball, srcDir := sourceTarball(t)
 	want := treeSums(t, srcDir)
-	mnt, unmount := mountFUSE(t, tg, nfstree.Options{})
+	mnt, unmount := mount(t, tg, nfstree.Options{})
 	bucket := filepath.Join(mnt, "untar")
 	if err := os.Mkdir(bucket, 0o755); err != nil {
 		t.Fatal(err)
@@ -147,7 +158,7 @@ func testUntarRemount(t *testing.T, tg *target) {
 	diffSums(t, "after untar", want, treeSums(t, filepath.Join(bucket, "net")))
 	unmount()
 
-	mnt2, unmount2 := mountFUSE(t, tg, nfstree.Options{})
+	mnt2, unmount2 := mount(t, tg, nfstree.Options{})
 	diffSums(t, "after remount", want, treeSums(t, filepath.Join(mnt2, "untar", "net")))
 	diffSums(t, "on the server's disk", want, treeSums(t, filepath.Join(tg.Dir, "untar", "net")))
 	if out, err := exec.Command("rm", "-rf", filepath.Join(mnt2, "untar")).CombinedOutput(); err != nil {

@@ -1,0 +1,489 @@
+package nfstree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tristore/tristore/client/nfs"
+	"github.com/tristore/tristore/proto/nfs4"
+)
+
+// The mount over NFSv4.1 (New4): v4Conn adapts nfs.Client4 to Conn, so the
+// tree, its caching and its write-back are the same for both versions.
+//
+// What differs from v3:
+//   - READ, WRITE and size changes use the anonymous stateid: a FUSE open
+//     sends no OPEN, so the mount holds no open or lock state on the server
+//     (nothing to reclaim after a server restart; share reservations of
+//     other v4 clients still apply to it, as to any anonymous I/O).
+//   - Creating a regular file is OPEN(create)+GETFH+GETATTR+CLOSE in one
+//     COMPOUND; O_EXCL is GUARDED (a retransmission is answered from the
+//     session's reply cache, so v3's EXCLUSIVE verifier is not needed).
+//   - Owners are strings: numeric ones ("1000", as tristore sends) are
+//     used as they are, "name@domain" is looked up in the local user and
+//     group databases, anything else is nobody (65534). Owners are sent
+//     numeric.
+//   - The lease is renewed (SEQUENCE) every third of the server's lease
+//     time while the mount is up.
+//   - No RENAME_NOREPLACE atomicity, locks or xattrs (as over v3).
+
+// anon is the anonymous stateid (all zeros).
+var anon nfs4.Stateid
+
+// attrMask is what the tree asks for: the helpers' mask plus space used
+// (st_blocks), raw device and fsid.
+var attrMask = nfs4.NewBitmap(nfs4.AttrType, nfs4.AttrChange, nfs4.AttrSize, nfs4.AttrFSID, nfs4.AttrFileID,
+	nfs4.AttrMode, nfs4.AttrNumLinks, nfs4.AttrOwner, nfs4.AttrOwnerGroup, nfs4.AttrRawDev, nfs4.AttrSpaceUsed,
+	nfs4.AttrTimeAccess, nfs4.AttrTimeMetadata, nfs4.AttrTimeModify)
+
+type v4Conn struct {
+	c     *nfs.Client4
+	ids   idCache
+	par   int
+	stopR chan struct{}
+	once  sync.Once
+}
+
+// New4 builds the tree over an NFSv4.1 session; root is the directory to
+// mount (from c.LookupPath). Close stops the lease renewal; it does not
+// close c.
+func New4(c *nfs.Client4, root nfs.FH, opts Options) (*FS, error) {
+	if root == nil {
+		return nil, errors.New("nfstree: no root handle")
+	}
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	vc := &v4Conn{c: c, par: 4, stopR: make(chan struct{})}
+	lease := 60 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if fa, err := c.GetattrMask(ctx, root, nfs4.NewBitmap(nfs4.AttrLeaseTime)); err == nil && fa.LeaseTime > 0 {
+		lease = time.Duration(fa.LeaseTime) * time.Second
+	}
+	go vc.renew(max(lease/3, time.Second))
+	f := newFS(vc, root, opts)
+	f.closer = vc.close
+	return f, nil
+}
+
+func (v *v4Conn) close() { v.once.Do(func() { close(v.stopR) }) }
+
+// renew keeps the client's lease while the mount is up (a mount that is
+// idle sends nothing else).
+func (v *v4Conn) renew(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-v.stopR:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			v.c.Renew(ctx)
+			cancel()
+		}
+	}
+}
+
+// idCache maps owner strings to ids.
+type idCache struct {
+	mu sync.Mutex
+	m  map[string]uint32
+}
+
+const nobody = 65534
+
+func (ic *idCache) id(s string, group bool) uint32 {
+	if v, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(v)
+	}
+	key := s
+	if group {
+		key = "g:" + s
+	}
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if v, ok := ic.m[key]; ok {
+		return v
+	}
+	name, _, _ := strings.Cut(s, "@")
+	id := uint32(nobody)
+	if group {
+		if g, err := user.LookupGroup(name); err == nil {
+			if v, err := strconv.ParseUint(g.Gid, 10, 32); err == nil {
+				id = uint32(v)
+			}
+		}
+	} else if u, err := user.Lookup(name); err == nil {
+		if v, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
+			id = uint32(v)
+		}
+	}
+	if ic.m == nil || len(ic.m) > 1024 {
+		ic.m = map[string]uint32{}
+	}
+	ic.m[key] = id
+	return id
+}
+
+func t4(t nfs4.Time) time.Time { return time.Unix(t.Sec, int64(t.Nsec)) }
+
+func (v *v4Conn) attr(fa *nfs4.Fattr) *nfs.Attr {
+	if fa == nil {
+		return nil
+	}
+	return &nfs.Attr{Type: nfs.FileType(fa.Type), Mode: fa.Mode & 0o7777, Nlink: fa.NumLinks,
+		UID: v.ids.id(fa.Owner, false), GID: v.ids.id(fa.OwnerGroup, true), Size: fa.Size, Used: fa.SpaceUsed,
+		RdevMajor: fa.RawDev[0], RdevMinor: fa.RawDev[1], FSID: fa.FSID.Major, FileID: fa.FileID,
+		Atime: t4(fa.TimeAccess), Mtime: t4(fa.TimeModify), Ctime: t4(fa.TimeMetadata)}
+}
+
+// sattr converts a v3 SetAttr into fattr4 values and their mask.
+func sattr(s nfs.SetAttr) nfs4.RawFattr {
+	var fa nfs4.Fattr
+	var bits []int
+	if s.Size != nil {
+		fa.Size = *s.Size
+		bits = append(bits, nfs4.AttrSize)
+	}
+	if s.Mode != nil {
+		fa.Mode = *s.Mode & 0o7777
+		bits = append(bits, nfs4.AttrMode)
+	}
+	if s.UID != nil {
+		fa.Owner = strconv.FormatUint(uint64(*s.UID), 10)
+		bits = append(bits, nfs4.AttrOwner)
+	}
+	if s.GID != nil {
+		fa.OwnerGroup = strconv.FormatUint(uint64(*s.GID), 10)
+		bits = append(bits, nfs4.AttrOwnerGroup)
+	}
+	setTime := func(now bool, t *time.Time, dst *nfs4.SetTime, bit int) {
+		switch {
+		case now:
+			*dst = nfs4.SetTime{Set: true, Server: true}
+		case t != nil:
+			*dst = nfs4.SetTime{Set: true, T: nfs4.Time{Sec: t.Unix(), Nsec: uint32(t.Nanosecond())}}
+		default:
+			return
+		}
+		bits = append(bits, bit)
+	}
+	setTime(s.SetAtimeNow, s.Atime, &fa.TimeAccessSet, nfs4.AttrTimeAccessSet)
+	setTime(s.SetMtimeNow, s.Mtime, &fa.TimeModifySet, nfs4.AttrTimeModifySet)
+	return nfs.RawAttrs(&fa, nfs4.NewBitmap(bits...))
+}
+
+func (v *v4Conn) withAttr(fh nfs.FH, fa *nfs4.Fattr, err error) (nfs.FH, *nfs.Attr, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return fh, v.attr(fa), nil
+}
+
+func (v *v4Conn) Getattr(ctx context.Context, fh nfs.FH) (*nfs.Attr, error) {
+	fa, err := v.c.GetattrMask(ctx, fh, attrMask)
+	if err != nil {
+		return nil, err
+	}
+	return v.attr(fa), nil
+}
+
+func (v *v4Conn) Setattr(ctx context.Context, fh nfs.FH, s nfs.SetAttr, _ *time.Time) (nfs.WCC, error) {
+	if _, err := v.c.Setattr(ctx, fh, anon, sattr(s)); err != nil {
+		return nfs.WCC{}, err
+	}
+	a, err := v.Getattr(ctx, fh)
+	return nfs.WCC{After: a}, err
+}
+
+func (v *v4Conn) Lookup(ctx context.Context, dir nfs.FH, name string) (nfs.FH, *nfs.Attr, error) {
+	return v.withAttr(v.c.Lookup(ctx, dir, name))
+}
+
+func (v *v4Conn) Create(ctx context.Context, dir nfs.FH, name string, how nfs.CreateMode, s nfs.SetAttr, _ nfs.Verifier) (nfs.FH, *nfs.Attr, error) {
+	fh, fa, err := v.c.CreateFile(ctx, dir, name, how != nfs.Unchecked, sattr(s))
+	if err != nil {
+		return nil, nil, err
+	}
+	// The helpers' GETATTR lacks space used etc.: ask with the tree's mask.
+	a, err := v.Getattr(ctx, fh)
+	if err != nil {
+		return v.withAttr(fh, fa, nil)
+	}
+	return fh, a, nil
+}
+
+func (v *v4Conn) create(ctx context.Context, dir nfs.FH, args nfs4.CreateArgs) (nfs.FH, *nfs.Attr, error) {
+	return v.withAttr(v.c.CreateObject(ctx, dir, args))
+}
+
+func (v *v4Conn) Mkdir(ctx context.Context, dir nfs.FH, name string, s nfs.SetAttr) (nfs.FH, *nfs.Attr, error) {
+	return v.create(ctx, dir, nfs4.CreateArgs{Type: nfs4.TypeDir, Name: name, Attrs: sattr(s)})
+}
+
+func (v *v4Conn) Mknod(ctx context.Context, dir nfs.FH, name string, typ nfs.FileType, s nfs.SetAttr, major, minor uint32) (nfs.FH, *nfs.Attr, error) {
+	return v.create(ctx, dir, nfs4.CreateArgs{Type: nfs4.FileType(typ), Dev: [2]uint32{major, minor}, Name: name, Attrs: sattr(s)})
+}
+
+func (v *v4Conn) Symlink(ctx context.Context, dir nfs.FH, name, target string, s nfs.SetAttr) (nfs.FH, *nfs.Attr, error) {
+	return v.create(ctx, dir, nfs4.CreateArgs{Type: nfs4.TypeLnk, LinkData: target, Name: name, Attrs: sattr(s)})
+}
+
+func (v *v4Conn) Remove(ctx context.Context, dir nfs.FH, name string) error {
+	return v.c.Remove(ctx, dir, name)
+}
+
+func (v *v4Conn) Rmdir(ctx context.Context, dir nfs.FH, name string) error {
+	return v.c.Remove(ctx, dir, name)
+}
+
+func (v *v4Conn) Rename(ctx context.Context, fromDir nfs.FH, fromName string, toDir nfs.FH, toName string) error {
+	return v.c.Rename(ctx, fromDir, fromName, toDir, toName)
+}
+
+func (v *v4Conn) Link(ctx context.Context, fh nfs.FH, dir nfs.FH, name string) (*nfs.Attr, error) {
+	fa, err := v.c.Link(ctx, fh, dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return v.attr(fa), nil
+}
+
+func (v *v4Conn) Readlink(ctx context.Context, fh nfs.FH) (string, error) {
+	return v.c.Readlink(ctx, fh)
+}
+
+// readdirMask: the entries' attributes and handles (READDIRPLUS's worth).
+var readdirMask = nfs4.NewBitmap(append(attrMask.Bits(), nfs4.AttrFileHandle, nfs4.AttrRdattrError)...)
+
+func (v *v4Conn) Readdirplus(ctx context.Context, dir nfs.FH) ([]nfs.DirEntry, error) {
+	ents, err := v.c.Readdir(ctx, dir, readdirMask)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]nfs.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		de := nfs.DirEntry{Name: e.Name, Cookie: e.Cookie}
+		if fa, st := e.Attrs.Parse(); st == nfs4.OK {
+			de.FileID = fa.FileID
+			if e.Attrs.Mask.Has(nfs4.AttrType) && fa.RdattrError == nfs4.OK && len(fa.FileHandle) > 0 {
+				de.Attr = v.attr(&fa)
+				de.FH = append(nfs.FH(nil), fa.FileHandle...)
+			}
+		}
+		out = append(out, de)
+	}
+	return out, nil
+}
+
+func (v *v4Conn) Readdir(ctx context.Context, dir nfs.FH) ([]nfs.DirEntry, error) {
+	return v.Readdirplus(ctx, dir)
+}
+
+var fsstatMask = nfs4.NewBitmap(nfs4.AttrFilesAvail, nfs4.AttrFilesFree, nfs4.AttrFilesTotal,
+	nfs4.AttrSpaceAvail, nfs4.AttrSpaceFree, nfs4.AttrSpaceTotal)
+
+func (v *v4Conn) Fsstat(ctx context.Context, fh nfs.FH) (*nfs.FSStat, error) {
+	fa, err := v.c.GetattrMask(ctx, fh, fsstatMask)
+	if err != nil {
+		return nil, err
+	}
+	return &nfs.FSStat{TotalBytes: fa.SpaceTotal, FreeBytes: fa.SpaceFree, AvailBytes: fa.SpaceAvail,
+		TotalFiles: fa.FilesTotal, FreeFiles: fa.FilesFree, AvailFiles: fa.FilesAvail}, nil
+}
+
+// ReadAt reads p at off in rsize pieces, up to v.par at once.
+func (v *v4Conn) ReadAt(ctx context.Context, fh nfs.FH, p []byte, off uint64) (int, error) {
+	rs := int(v.c.Rsize())
+	var mu sync.Mutex
+	end := len(p)
+	err := pieces(ctx, len(p), rs, v.par, func(ctx context.Context, lo, hi int) error {
+		got := 0
+		for tries := 0; lo+got < hi && tries < 64; tries++ {
+			data, eof, err := v.c.Read(ctx, fh, anon, off+uint64(lo+got), uint32(hi-lo-got))
+			if err != nil {
+				return err
+			}
+			got += copy(p[lo+got:hi], data)
+			if eof || len(data) == 0 {
+				mu.Lock()
+				end = min(end, lo+got)
+				mu.Unlock()
+				return nil
+			}
+		}
+		if lo+got < hi {
+			return fmt.Errorf("nfs: READ made no progress at offset %d", off+uint64(lo+got))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if end < len(p) {
+		return end, io.EOF
+	}
+	return len(p), nil
+}
+
+// pieces runs f on [lo, hi) pieces of at most size bytes of [0, n), up to
+// par at once; the first error is returned.
+func pieces(ctx context.Context, n, size, par int, f func(ctx context.Context, lo, hi int) error) error {
+	if n <= size {
+		if n == 0 {
+			return nil
+		}
+		return f(ctx, 0, n)
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for lo := 0; lo < n; lo += size {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(ctx, lo, hi); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}(lo, min(lo+size, n))
+	}
+	wg.Wait()
+	return first
+}
+
+func (v *v4Conn) Write(ctx context.Context, fh nfs.FH, off uint64, data []byte, how nfs.Stable) (nfs.WriteResult, error) {
+	wr, err := v.c.Write(ctx, fh, anon, off, data, uint32(how))
+	if err != nil {
+		return nfs.WriteResult{}, err
+	}
+	return nfs.WriteResult{Count: wr.Count, Committed: nfs.Stable(wr.Committed), Verf: nfs.Verifier(wr.Verf)}, nil
+}
+
+func (v *v4Conn) Wsize() uint32 { return v.c.Wsize() }
+
+func (v *v4Conn) NewUnstable(fh nfs.FH) Unstable { return &unstable4{v: v, fh: fh} }
+
+// unstable4 is nfs.UnstableWriter for v4: it keeps every byte written
+// UNSTABLE until a COMMIT returns the verifier the WRITEs did, and resends
+// it all when the verifier changed (the server restarted).
+type unstable4 struct {
+	v  *v4Conn
+	fh nfs.FH
+
+	mu       sync.Mutex
+	extents  []extent
+	bytes    int
+	verf     nfs.Verifier
+	haveVerf bool
+	mixed    bool
+	resends  int
+}
+
+type extent struct {
+	off  uint64
+	data []byte
+}
+
+func (u *unstable4) Pending() int { u.mu.Lock(); defer u.mu.Unlock(); return u.bytes }
+func (u *unstable4) Resends() int { u.mu.Lock(); defer u.mu.Unlock(); return u.resends }
+
+func (u *unstable4) note(v nfs.Verifier) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.haveVerf {
+		u.verf, u.haveVerf = v, true
+	} else if v != u.verf {
+		u.verf, u.mixed = v, true
+	}
+}
+
+func (u *unstable4) WriteAt(ctx context.Context, data []byte, off uint64, owned bool) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if !owned {
+		data = append([]byte(nil), data...)
+	}
+	err := pieces(ctx, len(data), int(u.v.Wsize()), u.v.par, func(ctx context.Context, lo, hi int) error {
+		for tries := 0; lo < hi; tries++ {
+			if tries >= 64 {
+				return fmt.Errorf("nfs: WRITE made no progress at offset %d", off+uint64(lo))
+			}
+			wr, err := u.v.Write(ctx, u.fh, off+uint64(lo), data[lo:hi], nfs.Unstable)
+			if err != nil {
+				return err
+			}
+			u.note(wr.Verf)
+			lo += int(wr.Count)
+		}
+		return nil
+	})
+	u.mu.Lock()
+	u.extents = append(u.extents, extent{off, data})
+	u.bytes += len(data)
+	u.mu.Unlock()
+	return err
+}
+
+func (u *unstable4) Commit(ctx context.Context) error {
+	for round := 0; round < 5; round++ {
+		u.mu.Lock()
+		if len(u.extents) == 0 {
+			u.mu.Unlock()
+			return nil
+		}
+		exts, mixed, verf := u.extents, u.mixed, u.verf
+		u.mu.Unlock()
+		if !mixed {
+			cv, err := u.v.c.Commit(ctx, u.fh)
+			if err != nil {
+				return err
+			}
+			if nfs.Verifier(cv) == verf {
+				u.mu.Lock()
+				u.extents = u.extents[len(exts):]
+				u.bytes = 0
+				for _, e := range u.extents {
+					u.bytes += len(e.data)
+				}
+				u.mu.Unlock()
+				return nil
+			}
+		}
+		u.mu.Lock()
+		u.haveVerf, u.mixed = false, false
+		u.extents, u.bytes = nil, 0
+		u.resends++
+		u.mu.Unlock()
+		for _, e := range exts {
+			if err := u.WriteAt(ctx, e.data, e.off, true); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("%w: still changing after 5 resends", nfs.ErrVerifierChanged)
+}
+
+var _ Conn = (*v4Conn)(nil)
