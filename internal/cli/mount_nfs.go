@@ -14,15 +14,17 @@ import (
 
 	"github.com/tristore/tristore/client/nfs"
 	"github.com/tristore/tristore/fusefs/nfstree"
+	"github.com/tristore/tristore/proto/nfs4"
 )
 
 // `tristore mount nfs://host:port/export DIR`: the export through FUSE over
-// the userspace NFS v3 client (fusefs/nfstree).
+// the userspace NFS v3 client (fusefs/nfstree); with ?version=4.1 over an
+// NFSv4.1 session, the path then in the server's v4 namespace.
 
 func init() {
 	registerMount(mountSpec{
 		Scheme: "nfs",
-		Help:   "nfs://host[:port]/export[?mountport=P&rsize=N&wsize=N&access=default|sync|direct&hard|soft&timeo=D&retrans=N]  NFS v3 export",
+		Help:   "nfs://host[:port]/export[?version=4.1&mountport=P&rsize=N&wsize=N&access=default|sync|direct&hard|soft&timeo=D&retrans=N]  NFS v3 export (version=4.1: NFSv4.1, path in the server's v4 namespace, mountport unused)",
 		Flags: func(fs *pflag.FlagSet) {
 			fs.Uint16("nfs-mountport", 0, "nfs: MOUNT port if not the NFS port (ganesha/knfsd: 20048); URL mountport= wins")
 			sizeFlag(fs, "nfs-rsize", 1<<20, "nfs: READ size (capped by the server's FSINFO); URL rsize= (bytes) wins")
@@ -65,34 +67,11 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 	if err != nil {
 		return err
 	}
-	if nu.V4 {
-		return errNFSv3Only("tristore mount")
-	}
 	form := nu.Query.Get("access")
 	switch form {
 	case "default", "sync", "direct":
 	default:
 		return fmt.Errorf("access=%q: want default, sync or direct", form)
-	}
-	ctx := cmd.Context()
-	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	s, err := openNFS(dctx, nu)
-	cancel()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	// A path below the export mounts that subdirectory.
-	var root nfs.FH
-	if s.Rel != "" {
-		fh, a, err := s.C.LookupPath(ctx, s.Rel)
-		if err != nil {
-			return fmt.Errorf("mount: %s in export %s: %w", s.Rel, s.Export, err)
-		}
-		if a.Type != nfs.TypeDir {
-			return fmt.Errorf("mount: %s is a %s, not a directory", nu.Path, a.Type)
-		}
-		root = fh
 	}
 	wb, err := cfgSize("nfs-write-behind", 4096, 1<<40)
 	if err != nil {
@@ -106,7 +85,7 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		return fmt.Errorf("--nfs-write-behind %d must be <= --nfs-commit-every %d", wb, ce)
 	}
 	at := cfg.GetDuration("nfs-attr-timeout")
-	tree, err := nfstree.New(s.C, nfstree.Options{
+	opts := nfstree.Options{
 		AttrTimeout: at,
 		NoCache:     at == 0,
 		Form:        form,
@@ -115,10 +94,57 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		WriteBehind: int(wb),
 		CommitEvery: int(ce),
 		FsName:      "nfs://" + nu.Addr + nu.Path,
-		Root:        root,
-	})
-	if err != nil {
-		return err
+	}
+	ctx := cmd.Context()
+	var tree *nfstree.FS
+	var giveUp func()
+	var rsize, wsize uint32
+	if nu.V4 {
+		// NFSv4.1: one session; the path is in the server's v4 namespace.
+		dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		c, err := nfs.Dial4(dctx, nu.Addr, nu.Opts)
+		if err != nil {
+			cancel()
+			return err
+		}
+		defer c.Close(context.Background())
+		root, a, err := c.LookupPath(dctx, nu.Path)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("mount: %w", err)
+		}
+		if a.Type != nfs4.TypeDir {
+			return fmt.Errorf("mount: %s is not a directory", nu.Path)
+		}
+		opts.FsName += "?version=4.1"
+		if tree, err = nfstree.New4(c, root, opts); err != nil {
+			return err
+		}
+		defer tree.Close()
+		giveUp, rsize, wsize = c.GiveUp, c.Rsize(), c.Wsize()
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		s, err := openNFS(dctx, nu)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		// A path below the export mounts that subdirectory.
+		if s.Rel != "" {
+			fh, a, err := s.C.LookupPath(ctx, s.Rel)
+			if err != nil {
+				return fmt.Errorf("mount: %s in export %s: %w", s.Rel, s.Export, err)
+			}
+			if a.Type != nfs.TypeDir {
+				return fmt.Errorf("mount: %s is a %s, not a directory", nu.Path, a.Type)
+			}
+			opts.Root = fh
+		}
+		if tree, err = nfstree.New(s.C, opts); err != nil {
+			return err
+		}
+		giveUp, rsize, wsize = s.C.GiveUp, s.C.Rsize(), s.C.Wsize()
 	}
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	srv, err := tree.Mount(mctx, dir)
@@ -126,7 +152,7 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 	if err != nil {
 		return fmt.Errorf("mount %s on %s: %w", u.Redacted(), dir, err)
 	}
-	slog.Info("mounted", "url", u.Redacted(), "dir", dir, "rsize", s.C.Rsize(), "wsize", s.C.Wsize(), "access", form,
+	slog.Info("mounted", "url", u.Redacted(), "dir", dir, "version", map[bool]string{false: "3", true: "4.1"}[nu.V4], "rsize", rsize, "wsize", wsize, "access", form,
 		"hard", nu.Opts.Hard, "timeo", nu.Opts.Timeout, "retrans", nu.Query.Get("retrans"))
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
@@ -137,7 +163,7 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 		// A hard mount would keep calls to a down server waiting, and the
 		// programs making them keep the mount busy: let them fail (EIO)
 		// so the unmount goes through. Calls the server answers finish.
-		s.C.GiveUp()
+		giveUp()
 		if err := srv.Unmount(); err != nil {
 			slog.Warn("unmount failed; is the mount busy?", "dir", dir, "err", err)
 			// Bounded retries while programs leave the mount.

@@ -177,12 +177,16 @@ func TestCLIMount(t *testing.T) {
 	if _, _, err := c.Mkdir(ctxT(t), root, "m", nfs.SetAttr{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, access := range []string{"default", "sync", "subdir"} {
+	for _, access := range []string{"default", "sync", "subdir", "v4.1"} {
 		t.Run(access, func(t *testing.T) {
 			url, sub := "nfs://"+tg.Addr+"/?access="+access, "m"
-			if access == "subdir" {
+			switch access {
+			case "subdir":
 				// A directory below the export is mounted by walking to it.
 				url, sub = "nfs://"+tg.Addr+"/m", ""
+			case "v4.1":
+				// Over NFSv4.1, a directory of the v4 namespace.
+				url, sub = "nfs://"+tg.Addr+"/m?version=4.1", ""
 			}
 			dir := filepath.Join(t.TempDir(), "mnt")
 			os.Mkdir(dir, 0o755)
