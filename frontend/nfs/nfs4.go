@@ -159,6 +159,7 @@ func op4NotSupp(*compound, nfs4.Args) nfs4.Res { return &nfs4.StatusRes{Status: 
 
 // nfs4Compound evaluates one COMPOUND.
 func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error {
+	args := r.Rest() // the whole COMPOUND4args, for the duplicate request cache
 	var hdr nfs4.CompoundArgs
 	hdr.Decode(r)
 	if r.Err() != nil {
@@ -184,7 +185,7 @@ func nfs4Compound(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) e
 		// 4.0 has no sessions: a retransmitted non-idempotent COMPOUND
 		// (same client, XID and arguments) is answered from the duplicate
 		// request cache instead of being run again.
-		dk = drcKey{addr: req.c.addr, xid: req.call.XID, sum: crc32.ChecksumIEEE(r.Rest())}
+		dk = drcKey{addr: req.c.addr, xid: req.call.XID, sum: crc32.ChecksumIEEE(args)}
 		if b := s.drc4.get(dk); b != nil {
 			w.Truncate(replyStart)
 			w.FixedOpaque(b)

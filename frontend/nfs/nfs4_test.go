@@ -1,7 +1,9 @@
 package nfs
 
 import (
+	"bufio"
 	"bytes"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -385,4 +387,87 @@ func TestNFSv4BadCompounds(t *testing.T) {
 	if st != nfs4.OK || fa.Type != nfs4.TypeDir {
 		t.Fatalf("root attrs: %d %+v", st, fa)
 	}
+}
+
+// FuzzCompound4 feeds arbitrary COMPOUND arguments (after a well-formed RPC
+// header) to the v4 dispatcher, as 4.0 and 4.1, against a temp export. The
+// answer must be one reply: GARBAGE_ARGS for an unreadable header, else a
+// COMPOUND4res whose status is an nfsstat4 this server uses, whose tag is
+// the call's and which has no more results than operations; and after
+// every input the server still answers a plain PUTROOTFH+GETFH.
+func FuzzCompound4(f *testing.F) {
+	s, err := New(Options{DataDir: f.TempDir(), V4Lease: time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	seed := func(minor uint32, ops ...op4) {
+		var w sunrpc.Writer
+		nfs4.CompoundArgs{Tag: []byte("fz"), Minor: minor, NOps: uint32(len(ops))}.Encode(&w)
+		for _, o := range ops {
+			w.Uint32(uint32(o.op))
+			if o.args != nil {
+				o.args.Encode(&w)
+			}
+		}
+		f.Add(append([]byte(nil), w.Bytes()...))
+	}
+	root := s.exports[0].fs.Root()
+	seed(0, o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil), o4(nfs4.OpGetattr, &nfs4.GetattrArgs{Request: nfs4.NewBitmap(0, 1, 3, 4, 19, 33, 36)}, nil))
+	seed(0, o4(nfs4.OpSetClientID, &nfs4.SetClientIDArgs{ID: []byte("f"), CBNetID: "tcp"}, nil))
+	seed(0, o4(nfs4.OpPutFH, &nfs4.PutFHArgs{FH: root}, nil), o4(nfs4.OpOpen, &nfs4.OpenArgs{Seqid: 1, ShareAccess: 3, Owner: nfs4.Owner{ClientID: 1, Owner: []byte("o")}, Create: true, Claim: nfs4.ClaimNull, Name: "n"}, nil))
+	seed(0, o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil), o4(nfs4.OpCreate, &nfs4.CreateArgs{Type: nfs4.TypeDir, Name: "d"}, nil), o4(nfs4.OpReaddir, &nfs4.ReaddirArgs{MaxCount: 4096, Request: nfs4.NewBitmap(1, 20)}, nil))
+	seed(1, o4(nfs4.OpExchangeID, &nfs4.ExchangeIDArgs{OwnerID: []byte("f")}, nil))
+	seed(1, o4(nfs4.OpSequence, &nfs4.SequenceArgs{}, nil), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil))
+	seed(1, o4(nfs4.OpCreateSession, &nfs4.CreateSessionArgs{ClientID: 1, Fore: nfs4.ChannelAttrs{MaxRequestSize: 4096, MaxResponseSize: 4096, MaxOperations: 8, MaxRequests: 2}}, nil))
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
+	valid := map[nfs4.Status]bool{}
+	for v := nfs4.Status(0); v <= 100; v++ {
+		valid[v] = true
+	}
+	for v := nfs4.ErrBadHandle; v <= nfs4.ErrDelegRevoked; v++ {
+		valid[v] = true
+	}
+	var out bytes.Buffer
+	c := &conn{s: s, c: captureConn{buf: &out}, addr: netip.MustParseAddr("127.0.0.1")}
+	call := func(body []byte) (sunrpc.Reply, *sunrpc.Reader) {
+		var w sunrpc.Writer
+		sunrpc.Call{XID: 7, Prog: nfs3.ProgNFS, Vers: 4, Proc: 1, Cred: sunrpc.AuthSys{MachineName: "f"}.Auth(), Verf: sunrpc.AuthNone()}.Encode(&w)
+		out.Reset()
+		c.handle(append(w.Bytes(), body...))
+		rec, err := sunrpc.ReadRecord(bufio.NewReader(bytes.NewReader(out.Bytes())), maxIO+128<<10)
+		if err != nil {
+			f.Fatalf("reply record: %v", err)
+		}
+		r := sunrpc.NewReader(rec)
+		rep, err := sunrpc.DecodeReply(r)
+		if err != nil || rep.XID != 7 {
+			f.Fatalf("reply header: %v (xid %d)", err, rep.XID)
+		}
+		return rep, r
+	}
+	var plain sunrpc.Writer
+	nfs4.CompoundArgs{Tag: []byte("p"), NOps: 2}.Encode(&plain)
+	plain.Uint32(uint32(nfs4.OpPutRootFH))
+	plain.Uint32(uint32(nfs4.OpGetFH))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rep, r := call(body)
+		if rep.Accepted && rep.AcceptStat == sunrpc.Success {
+			var hdr nfs4.CompoundArgs
+			hdr.Decode(sunrpc.NewReader(body))
+			st := nfs4.Status(r.Uint32())
+			tag := r.Opaque(nfs4.MaxTag)
+			n := r.Uint32()
+			if r.Err() != nil || !valid[st] || !bytes.Equal(tag, hdr.Tag) || n > max(hdr.NOps, 1) {
+				t.Fatalf("COMPOUND4res: status %d, tag %q (sent %q), %d results for %d ops, %v", st, tag, hdr.Tag, n, hdr.NOps, r.Err())
+			}
+		} else if !rep.Accepted || rep.AcceptStat != sunrpc.GarbageArgs {
+			t.Fatalf("reply %+v", rep)
+		}
+		rep, r = call(plain.Bytes())
+		if st := nfs4.Status(r.Uint32()); !rep.Accepted || st != nfs4.OK {
+			t.Fatalf("the server stopped answering: %+v, status %d", rep, st)
+		}
+	})
 }
