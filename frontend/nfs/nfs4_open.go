@@ -187,7 +187,9 @@ func op4Read(c *compound, a nfs4.Args) nfs4.Res {
 	if st := c.ioCheck(f, args.Stateid, false, args.Offset, uint64(args.Count)); st != nfs4.OK {
 		return &nfs4.ReadRes{Status: st}
 	}
-	if args.Offset >= 1<<63 {
+	if args.Offset >= at.Size {
+		// At or past the end (pread would refuse offsets near 2^63 with
+		// EINVAL): nothing to read.
 		return &nfs4.ReadRes{EOF: true, Data: []byte{}}
 	}
 	count := min(args.Count, maxIO)
