@@ -127,3 +127,29 @@ func TestS3Tune(t *testing.T) {
 		t.Errorf("--auto with --parallel: %v, want a usage error", err)
 	}
 }
+
+// TestSingleFileParts: one large file goes in the smallest parts the
+// protocol allows, so the streams share it as they go, not in one part per
+// stream (a 1 GiB file over a profile whose streams get 1 MB/s each and 14
+// MB/s together was 16 parts of 64 MiB: the file waited for its slowest
+// connection). The parallelism is the model's, capped at the parts.
+func TestSingleFileParts(t *testing.T) {
+	rep := &tuner.Report{Grid: tuner.DefaultGrid(), Model: tuner.Model{A0: 0.03, Bs: 1e6, B: 14e6}}
+	for _, c := range []struct {
+		size   int64
+		maxMem int64
+		chunk  int64
+		par    int
+	}{
+		{40 << 20, 1 << 30, 5 << 20, 8},
+		{128 << 20, 1 << 30, 5 << 20, 16},
+		{1 << 30, 1 << 30, 5 << 20, 16},
+		{100 << 30, 1 << 30, 11 << 20, 16}, // 10,000 parts at most
+		{1 << 30, 40 << 20, 5 << 20, 8},    // --max-memory
+	} {
+		chunk, par := singleFileParts(c.size, rep, s3client.MinPartSize, c.maxMem)
+		if chunk != c.chunk || par != c.par {
+			t.Errorf("%d bytes, max memory %d: %d × %d, want %d × %d", c.size, c.maxMem, chunk, par, c.chunk, c.par)
+		}
+	}
+}
