@@ -30,8 +30,10 @@
 #   tristore-sync      tristore s3 sync --auto    (to an empty prefix: all files)
 #   tristore-default   tristore s3 cp -r          (8 MiB chunks × 4)
 #   rclone-default     rclone copy                (--transfers 4, 5 MiB parts × 4)
-#   rclone-tuned       rclone copy --transfers 32 --checkers 32 --s3-upload-concurrency 16 --s3-chunk-size 16M --no-check-dest
-#                      (flags chosen by hand for a 50 ms, 12.5 MiB/s link, not searched)
+#   rclone-tuned       rclone copy --transfers 32 --checkers 32 --s3-upload-concurrency 16 --s3-chunk-size 16M
+#                      --s3-upload-cutoff 16M --no-check-dest (flags chosen by hand for a 50 ms,
+#                      12.5 MiB/s link, not searched; without the cutoff a file under rclone's
+#                      200 MiB default goes in one PUT on one connection)
 #   s5cmd              s5cmd cp                   (256 workers, 50 MB parts × 5)
 #   aws-cli            aws s3 cp --recursive      (10 requests, 8 MiB parts)
 set -euo pipefail
@@ -118,7 +120,7 @@ for c in a b c; do
     rclone-default)
       timeout 900 rclone copy "$src" "bench:bench/$pfx" ;;
     rclone-tuned)
-      timeout 900 rclone copy "$src" "bench:bench/$pfx" --transfers 32 --checkers 32 --s3-upload-concurrency 16 --s3-chunk-size 16M --no-check-dest ;;
+      timeout 900 rclone copy "$src" "bench:bench/$pfx" --transfers 32 --checkers 32 --s3-upload-concurrency 16 --s3-chunk-size 16M --s3-upload-cutoff 16M --no-check-dest ;;
     s5cmd)
       timeout 900 s5cmd --endpoint-url $EP cp "$src/*" "$url" >/dev/null ;;
     aws-cli)
