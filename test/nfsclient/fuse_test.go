@@ -23,9 +23,13 @@ import (
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-// mountFUSE mounts tg through nfstree on a fresh directory. The returned
-// function unmounts (idempotent); t.Cleanup also unmounts, lazily if busy.
+// mountFUSE mounts tg through nfstree on a fresh directory (over NFSv4.1
+// if tg.v4 is set). The returned function unmounts (idempotent); t.Cleanup
+// also unmounts, lazily if busy.
 func mountFUSE(t testing.TB, tg *target, opts nfstree.Options) (string, func()) {
+	if tg.v4 {
+		return mountFUSE4(t, tg, opts)
+	}
 	dir, unmount, _ := mountFUSETree(t, tg, opts)
 	return dir, unmount
 }
@@ -138,14 +142,10 @@ func sourceTarball(t *testing.T) (tarball, srcDir string) {
 // testUntarRemount untars a real source tree through the FUSE mount,
 // checks every file against the source, unmounts, mounts again with a new
 // client and checks again, and checks the server's disk.
-func testUntarRemount(t *testing.T, tg *target) { testUntarRemountWith(t, tg, mountFUSE) }
-
-// testUntarRemountWith is testUntarRemount with mount making the mounts
-// (v3: mountFUSE, v4.1: mountFUSE4).
-func testUntarRemountWith(t *testing.T, tg *target, mount func(testing.TB, *target, nfstree.Options) (string, func())) {
+func testUntarRemount(t *testing.T, tg *target) {
 	tarball, srcDir := sourceTarball(t)
 	want := treeSums(t, srcDir)
-	mnt, unmount := mount(t, tg, nfstree.Options{})
+	mnt, unmount := mountFUSE(t, tg, nfstree.Options{})
 	bucket := filepath.Join(mnt, "untar")
 	if err := os.Mkdir(bucket, 0o755); err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func testUntarRemountWith(t *testing.T, tg *target, mount func(testing.TB, *targ
 	diffSums(t, "after untar", want, treeSums(t, filepath.Join(bucket, "net")))
 	unmount()
 
-	mnt2, unmount2 := mount(t, tg, nfstree.Options{})
+	mnt2, unmount2 := mountFUSE(t, tg, nfstree.Options{})
 	diffSums(t, "after remount", want, treeSums(t, filepath.Join(mnt2, "untar", "net")))
 	diffSums(t, "on the server's disk", want, treeSums(t, filepath.Join(tg.Dir, "untar", "net")))
 	if out, err := exec.Command("rm", "-rf", filepath.Join(mnt2, "untar")).CombinedOutput(); err != nil {

@@ -38,17 +38,26 @@ func mountFUSE4(t testing.TB, tg *target, opts nfstree.Options) (string, func())
 	return mountTree(t, tree)
 }
 
-func TestFUSE4UntarRemount(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, tg *target) { testUntarRemountWith(t, tg, mountFUSE4) })
+// forEachTarget4 runs f against both servers with FUSE mounts over v4.1.
+func forEachTarget4(t *testing.T, f func(t *testing.T, tg *target)) {
+	forEachTarget(t, func(t *testing.T, tg *target) { tg.v4 = true; f(t, tg) })
 }
 
-func TestFUSE4FileOps(t *testing.T) { forEachTarget(t, testFileOps4) }
+// The v3 FUSE tests, over v4.1.
+func TestFUSE4UntarRemount(t *testing.T)   { forEachTarget4(t, testUntarRemount) }
+func TestFUSE4Postmark(t *testing.T)       { forEachTarget4(t, testPostmark) }
+func TestFUSE4AccessForms(t *testing.T)    { forEachTarget4(t, testAccessForms) }
+func TestFUSE4UnlinkOpen(t *testing.T)     { forEachTarget4(t, testUnlinkOpen) }
+func TestFUSE4RandomIO(t *testing.T)       { forEachTarget4(t, testRandomIO) }
+func TestFUSE4RenameOverOpen(t *testing.T) { forEachTarget4(t, testRenameOverOpen) }
+
+func TestFUSE4FileOps(t *testing.T) { forEachTarget4(t, testFileOps4) }
 
 // testFileOps4: write, read back, rename (also over an existing file),
 // links, chmod/chown/utimes/truncate, readdir, unlink and rmdir through a
 // v4.1 mount, each checked in the mount and on the server's disk.
 func testFileOps4(t *testing.T, tg *target) {
-	mnt, _ := mountFUSE4(t, tg, nfstree.Options{WriteBehind: 256 << 10})
+	mnt, _ := mountFUSE(t, tg, nfstree.Options{WriteBehind: 256 << 10})
 	d := filepath.Join(mnt, "d")
 	if err := os.Mkdir(d, 0o755); err != nil {
 		t.Fatal(err)

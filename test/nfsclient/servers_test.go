@@ -25,6 +25,7 @@ type target struct {
 	Dial      nfs.DialFunc
 	Mknod     bool
 	ns        string // network namespace the server lives in ("" = host)
+	v4        bool   // FUSE mounts (mountFUSE) use NFSv4.1
 
 	// ours only
 	exports []nfsserver.Export
