@@ -164,3 +164,14 @@ func (c *Client4) Renew(ctx context.Context) error { return c.Compound(ctx) }
 // GiveUp makes calls waiting for a down or silent server fail now, and
 // later ones as soon as their first attempt does (see Client.GiveUp).
 func (c *Client4) GiveUp() { c.rc.stopWaiting() }
+
+// Redial makes a new client ID and session with the server c talks to,
+// with c's options and c's owner ID (after a server restart lost c's
+// session: SEQUENCE answers NFS4ERR_BADSESSION). To the server that is c
+// rebooted: c's RECLAIM_COMPLETE counts towards ending its grace period.
+// c itself is left as it is.
+func (c *Client4) Redial(ctx context.Context) (*Client4, error) {
+	opts := c.opts
+	opts.V4Owner = string(c.owner)
+	return Dial4(ctx, c.rc.addr, opts)
+}

@@ -90,6 +90,14 @@ func (f *FS) Close() {
 	}
 }
 
+// GiveUp makes calls waiting for a server that is down fail now (see
+// nfs.Client.GiveUp); a mount calls it on shutdown.
+func (f *FS) GiveUp() {
+	if g, ok := f.c.(interface{ GiveUp() }); ok {
+		g.GiveUp()
+	}
+}
+
 // Stats reports how many COMMITs succeeded and how often uncommitted data
 // had to be resent because the server's write verifier changed.
 func (f *FS) Stats() (commits, resends int64) { return f.commits.Load(), f.resends.Load() }

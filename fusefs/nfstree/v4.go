@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/user"
 	"strconv"
 	"strings"
@@ -31,7 +32,9 @@ import (
 //     group databases, anything else is nobody (65534). Owners are sent
 //     numeric.
 //   - The lease is renewed (SEQUENCE) every third of the server's lease
-//     time while the mount is up.
+//     time while the mount is up. When the server lost the session (it
+//     restarted), a new client ID and session are made and the call is
+//     sent again; GRACE and DELAY answers are retried for up to graceWait.
 //   - No RENAME_NOREPLACE atomicity, locks or xattrs (as over v3).
 
 // anon is the anonymous stateid (all zeros).
@@ -44,11 +47,123 @@ var attrMask = nfs4.NewBitmap(nfs4.AttrType, nfs4.AttrChange, nfs4.AttrSize, nfs
 	nfs4.AttrTimeAccess, nfs4.AttrTimeMetadata, nfs4.AttrTimeModify)
 
 type v4Conn struct {
-	c     *nfs.Client4
 	ids   idCache
 	par   int
 	stopR chan struct{}
 	once  sync.Once
+
+	mu     sync.Mutex
+	c      *nfs.Client4   // the current session
+	owned  []*nfs.Client4 // sessions made by renewSession, closed by close
+	gaveUp bool
+	redial sync.Mutex // one renewSession at a time
+	// gate is held shared by every call and exclusively by renewSession:
+	// no call may still be on the old session when the new one exists.
+	// (tristore, restarted within the same second, can give the new
+	// session the old one's ID; a late request of the old session would
+	// then be taken for the new one's, and answered from its reply cache.)
+	gate sync.RWMutex
+}
+
+// graceWait bounds how long a call is retried while the server answers
+// NFS4ERR_GRACE or NFS4ERR_DELAY (a restarted server's grace period lasts
+// one lease, 90 s on tristore by default).
+const graceWait = 3 * time.Minute
+
+func (v *v4Conn) client() *nfs.Client4 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.c
+}
+
+// sessionLost says the server no longer knows our session or client ID
+// (it restarted, or expired us).
+func sessionLost(err error) bool {
+	var st nfs4.Status
+	if !errors.As(err, &st) {
+		return false
+	}
+	switch st {
+	case nfs4.ErrBadSession, nfs4.ErrDeadSession, nfs4.ErrStaleClientID, nfs4.ErrExpired:
+		return true
+	}
+	return false
+}
+
+// retryLater says the server asks us to try again later.
+func retryLater(err error) bool {
+	var st4 nfs4.Status
+	if errors.As(err, &st4) && (st4 == nfs4.ErrGrace || st4 == nfs4.ErrDelay) {
+		return true
+	}
+	var st nfs.Status
+	return errors.As(err, &st) && st == nfs.ErrJukebox // NFS4ERR_DELAY has v3's number
+}
+
+// do runs f on the current session. When the server lost the session (a
+// restart), it makes a new one and runs f again (a hard mount keeps
+// working across server restarts, as over v3); GRACE and DELAY are retried
+// for up to graceWait.
+func (v *v4Conn) do(ctx context.Context, f func(c *nfs.Client4) error) error {
+	deadline := time.Now().Add(graceWait)
+	lost := 0
+	for try := 0; ; try++ {
+		v.gate.RLock()
+		c := v.client()
+		err := f(c)
+		v.gate.RUnlock()
+		switch {
+		case err == nil:
+			return nil
+		case sessionLost(err) && lost < 3:
+			lost++
+			if rerr := v.renewSession(ctx, c); rerr != nil {
+				return fmt.Errorf("%w (new session: %v)", err, rerr)
+			}
+		case retryLater(err) && time.Now().Before(deadline):
+			select {
+			case <-time.After(min(50*time.Millisecond<<min(try, 5), time.Second)):
+			case <-ctx.Done():
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// renewSession replaces old (whose session the server lost) with a new
+// client ID and session, unless another call already did.
+func (v *v4Conn) renewSession(ctx context.Context, old *nfs.Client4) error {
+	v.redial.Lock()
+	defer v.redial.Unlock()
+	if v.client() != old {
+		return nil
+	}
+	v.gate.Lock() // waits for the calls still on old (they fail the same way)
+	defer v.gate.Unlock()
+	nc, err := old.Redial(ctx)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.c = nc
+	v.owned = append(v.owned, nc)
+	if v.gaveUp {
+		nc.GiveUp()
+	}
+	v.mu.Unlock()
+	slog.Info("nfs mount: the server lost our NFSv4.1 session (restart?); made a new one")
+	return nil
+}
+
+// GiveUp makes calls waiting for a down server fail (see nfs.Client.GiveUp).
+func (v *v4Conn) GiveUp() {
+	v.mu.Lock()
+	v.gaveUp = true
+	c := v.c
+	v.mu.Unlock()
+	c.GiveUp()
 }
 
 // New4 builds the tree over an NFSv4.1 session; root is the directory to
@@ -74,7 +189,18 @@ func New4(c *nfs.Client4, root nfs.FH, opts Options) (*FS, error) {
 	return f, nil
 }
 
-func (v *v4Conn) close() { v.once.Do(func() { close(v.stopR) }) }
+func (v *v4Conn) close() {
+	v.once.Do(func() {
+		close(v.stopR)
+		v.mu.Lock()
+		owned := v.owned
+		v.owned = nil
+		v.mu.Unlock()
+		for _, c := range owned {
+			c.Close(context.Background())
+		}
+	})
+}
 
 // renew keeps the client's lease while the mount is up (a mount that is
 // idle sends nothing else).
@@ -87,7 +213,7 @@ func (v *v4Conn) renew(every time.Duration) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), every)
-			v.c.Renew(ctx)
+			v.do(ctx, func(c *nfs.Client4) error { return c.Renew(ctx) })
 			cancel()
 		}
 	}
@@ -190,7 +316,8 @@ func (v *v4Conn) withAttr(fh nfs.FH, fa *nfs4.Fattr, err error) (nfs.FH, *nfs.At
 }
 
 func (v *v4Conn) Getattr(ctx context.Context, fh nfs.FH) (*nfs.Attr, error) {
-	fa, err := v.c.GetattrMask(ctx, fh, attrMask)
+	var fa *nfs4.Fattr
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { fa, err = c.GetattrMask(ctx, fh, attrMask); return })
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +325,7 @@ func (v *v4Conn) Getattr(ctx context.Context, fh nfs.FH) (*nfs.Attr, error) {
 }
 
 func (v *v4Conn) Setattr(ctx context.Context, fh nfs.FH, s nfs.SetAttr, _ *time.Time) (nfs.WCC, error) {
-	if _, err := v.c.Setattr(ctx, fh, anon, sattr(s)); err != nil {
+	if err := v.do(ctx, func(c *nfs.Client4) error { _, err := c.Setattr(ctx, fh, anon, sattr(s)); return err }); err != nil {
 		return nfs.WCC{}, err
 	}
 	a, err := v.Getattr(ctx, fh)
@@ -206,11 +333,19 @@ func (v *v4Conn) Setattr(ctx context.Context, fh nfs.FH, s nfs.SetAttr, _ *time.
 }
 
 func (v *v4Conn) Lookup(ctx context.Context, dir nfs.FH, name string) (nfs.FH, *nfs.Attr, error) {
-	return v.withAttr(v.c.Lookup(ctx, dir, name))
+	var fh nfs.FH
+	var fa *nfs4.Fattr
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { fh, fa, err = c.Lookup(ctx, dir, name); return })
+	return v.withAttr(fh, fa, err)
 }
 
 func (v *v4Conn) Create(ctx context.Context, dir nfs.FH, name string, how nfs.CreateMode, s nfs.SetAttr, _ nfs.Verifier) (nfs.FH, *nfs.Attr, error) {
-	fh, fa, err := v.c.CreateFile(ctx, dir, name, how != nfs.Unchecked, sattr(s))
+	var fh nfs.FH
+	var fa *nfs4.Fattr
+	err := v.do(ctx, func(c *nfs.Client4) (err error) {
+		fh, fa, err = c.CreateFile(ctx, dir, name, how != nfs.Unchecked, sattr(s))
+		return
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -223,7 +358,10 @@ func (v *v4Conn) Create(ctx context.Context, dir nfs.FH, name string, how nfs.Cr
 }
 
 func (v *v4Conn) create(ctx context.Context, dir nfs.FH, args nfs4.CreateArgs) (nfs.FH, *nfs.Attr, error) {
-	return v.withAttr(v.c.CreateObject(ctx, dir, args))
+	var fh nfs.FH
+	var fa *nfs4.Fattr
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { fh, fa, err = c.CreateObject(ctx, dir, args); return })
+	return v.withAttr(fh, fa, err)
 }
 
 func (v *v4Conn) Mkdir(ctx context.Context, dir nfs.FH, name string, s nfs.SetAttr) (nfs.FH, *nfs.Attr, error) {
@@ -239,19 +377,20 @@ func (v *v4Conn) Symlink(ctx context.Context, dir nfs.FH, name, target string, s
 }
 
 func (v *v4Conn) Remove(ctx context.Context, dir nfs.FH, name string) error {
-	return v.c.Remove(ctx, dir, name)
+	return v.do(ctx, func(c *nfs.Client4) error { return c.Remove(ctx, dir, name) })
 }
 
 func (v *v4Conn) Rmdir(ctx context.Context, dir nfs.FH, name string) error {
-	return v.c.Remove(ctx, dir, name)
+	return v.do(ctx, func(c *nfs.Client4) error { return c.Remove(ctx, dir, name) })
 }
 
 func (v *v4Conn) Rename(ctx context.Context, fromDir nfs.FH, fromName string, toDir nfs.FH, toName string) error {
-	return v.c.Rename(ctx, fromDir, fromName, toDir, toName)
+	return v.do(ctx, func(c *nfs.Client4) error { return c.Rename(ctx, fromDir, fromName, toDir, toName) })
 }
 
 func (v *v4Conn) Link(ctx context.Context, fh nfs.FH, dir nfs.FH, name string) (*nfs.Attr, error) {
-	fa, err := v.c.Link(ctx, fh, dir, name)
+	var fa *nfs4.Fattr
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { fa, err = c.Link(ctx, fh, dir, name); return })
 	if err != nil {
 		return nil, err
 	}
@@ -259,14 +398,17 @@ func (v *v4Conn) Link(ctx context.Context, fh nfs.FH, dir nfs.FH, name string) (
 }
 
 func (v *v4Conn) Readlink(ctx context.Context, fh nfs.FH) (string, error) {
-	return v.c.Readlink(ctx, fh)
+	var l string
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { l, err = c.Readlink(ctx, fh); return })
+	return l, err
 }
 
 // readdirMask: the entries' attributes and handles (READDIRPLUS's worth).
 var readdirMask = nfs4.NewBitmap(append(attrMask.Bits(), nfs4.AttrFileHandle, nfs4.AttrRdattrError)...)
 
 func (v *v4Conn) Readdirplus(ctx context.Context, dir nfs.FH) ([]nfs.DirEntry, error) {
-	ents, err := v.c.Readdir(ctx, dir, readdirMask)
+	var ents []nfs4.DirEntry
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { ents, err = c.Readdir(ctx, dir, readdirMask); return })
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +435,8 @@ var fsstatMask = nfs4.NewBitmap(nfs4.AttrFilesAvail, nfs4.AttrFilesFree, nfs4.At
 	nfs4.AttrSpaceAvail, nfs4.AttrSpaceFree, nfs4.AttrSpaceTotal)
 
 func (v *v4Conn) Fsstat(ctx context.Context, fh nfs.FH) (*nfs.FSStat, error) {
-	fa, err := v.c.GetattrMask(ctx, fh, fsstatMask)
+	var fa *nfs4.Fattr
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { fa, err = c.GetattrMask(ctx, fh, fsstatMask); return })
 	if err != nil {
 		return nil, err
 	}
@@ -303,13 +446,18 @@ func (v *v4Conn) Fsstat(ctx context.Context, fh nfs.FH) (*nfs.FSStat, error) {
 
 // ReadAt reads p at off in rsize pieces, up to v.par at once.
 func (v *v4Conn) ReadAt(ctx context.Context, fh nfs.FH, p []byte, off uint64) (int, error) {
-	rs := int(v.c.Rsize())
+	rs := int(v.client().Rsize())
 	var mu sync.Mutex
 	end := len(p)
 	err := pieces(ctx, len(p), rs, v.par, func(ctx context.Context, lo, hi int) error {
 		got := 0
 		for tries := 0; lo+got < hi && tries < 64; tries++ {
-			data, eof, err := v.c.Read(ctx, fh, anon, off+uint64(lo+got), uint32(hi-lo-got))
+			var data []byte
+			var eof bool
+			err := v.do(ctx, func(c *nfs.Client4) (err error) {
+				data, eof, err = c.Read(ctx, fh, anon, off+uint64(lo+got), uint32(hi-lo-got))
+				return
+			})
 			if err != nil {
 				return err
 			}
@@ -374,14 +522,15 @@ func pieces(ctx context.Context, n, size, par int, f func(ctx context.Context, l
 }
 
 func (v *v4Conn) Write(ctx context.Context, fh nfs.FH, off uint64, data []byte, how nfs.Stable) (nfs.WriteResult, error) {
-	wr, err := v.c.Write(ctx, fh, anon, off, data, uint32(how))
+	var wr nfs4.WriteRes
+	err := v.do(ctx, func(c *nfs.Client4) (err error) { wr, err = c.Write(ctx, fh, anon, off, data, uint32(how)); return })
 	if err != nil {
 		return nfs.WriteResult{}, err
 	}
 	return nfs.WriteResult{Count: wr.Count, Committed: nfs.Stable(wr.Committed), Verf: nfs.Verifier(wr.Verf)}, nil
 }
 
-func (v *v4Conn) Wsize() uint32 { return v.c.Wsize() }
+func (v *v4Conn) Wsize() uint32 { return v.client().Wsize() }
 
 func (v *v4Conn) NewUnstable(fh nfs.FH) Unstable { return &unstable4{v: v, fh: fh} }
 
@@ -457,7 +606,8 @@ func (u *unstable4) Commit(ctx context.Context) error {
 		exts, mixed, verf := u.extents, u.mixed, u.verf
 		u.mu.Unlock()
 		if !mixed {
-			cv, err := u.v.c.Commit(ctx, u.fh)
+			var cv [nfs4.VerifierSize]byte
+			err := u.v.do(ctx, func(c *nfs.Client4) (err error) { cv, err = c.Commit(ctx, u.fh); return })
 			if err != nil {
 				return err
 			}

@@ -121,7 +121,7 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 			return err
 		}
 		defer tree.Close()
-		giveUp, rsize, wsize = c.GiveUp, c.Rsize(), c.Wsize()
+		giveUp, rsize, wsize = tree.GiveUp, c.Rsize(), c.Wsize()
 	} else {
 		dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		s, err := openNFS(dctx, nu)

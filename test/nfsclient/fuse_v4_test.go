@@ -19,7 +19,7 @@ import (
 // nfs-ganesha (its v4 root for the export is the Pseudo path /export).
 
 // mountFUSE4 mounts tg's export through nfstree over a fresh v4.1 session.
-func mountFUSE4(t testing.TB, tg *target, opts nfstree.Options) (string, func()) {
+func mountFUSE4(t testing.TB, tg *target, opts nfstree.Options) (string, func(), *nfstree.FS) {
 	t.Helper()
 	testutil.NeedRoot(t, "FUSE mounts (mount(2) directly) need root")
 	testutil.NeedFUSE(t)
@@ -35,7 +35,8 @@ func mountFUSE4(t testing.TB, tg *target, opts nfstree.Options) (string, func())
 		t.Fatal(err)
 	}
 	t.Cleanup(tree.Close)
-	return mountTree(t, tree)
+	dir, unmount := mountTree(t, tree)
+	return dir, unmount, tree
 }
 
 // forEachTarget4 runs f against both servers with FUSE mounts over v4.1.
@@ -52,6 +53,15 @@ func TestFUSE4RandomIO(t *testing.T)       { forEachTarget4(t, testRandomIO) }
 func TestFUSE4RenameOverOpen(t *testing.T) { forEachTarget4(t, testRenameOverOpen) }
 
 func TestFUSE4FileOps(t *testing.T) { forEachTarget4(t, testFileOps4) }
+
+// TestFUSE4ServerRestart: TestFUSEServerRestart over v4.1: the restart
+// loses the session; the mount makes a new one (same owner ID, so the
+// server's grace period ends at once) and resends the uncommitted data.
+func TestFUSE4ServerRestart(t *testing.T) {
+	tg := startOurs(t, "")
+	tg.v4 = true
+	testServerRestart(t, tg)
+}
 
 // testFileOps4: write, read back, rename (also over an existing file),
 // links, chmod/chown/utimes/truncate, readdir, unlink and rmdir through a
