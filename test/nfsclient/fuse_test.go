@@ -593,9 +593,13 @@ func TestFUSEUntarAcrossRestarts(t *testing.T) {
 // TestFUSEOwnership: a file a non-root process creates through the mount
 // belongs to that process's uid/gid on the server, and the kernel enforces
 // permissions from the attributes (default_permissions).
-func TestFUSEOwnership(t *testing.T) {
+func TestFUSEOwnership(t *testing.T) { testOwnership(t, false) }
+
+// testOwnership is TestFUSEOwnership, over v4.1 if v4.
+func testOwnership(t *testing.T, v4 bool) {
 	testutil.NeedRoot(t, "switching to another uid needs root")
 	tg := startOurs(t, "")
+	tg.v4 = v4
 	mnt, _ := mountFUSE(t, tg, nfstree.Options{})
 	// Let uid 65534 reach the mount point through the test's temp dirs.
 	for d := filepath.Dir(mnt); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
@@ -641,13 +645,17 @@ func TestFUSEOwnership(t *testing.T) {
 // TestFUSECallerCreds: with CallerCreds every process's own uid/gid reach
 // the server, so a root_squash export squashes root but not other users,
 // and the server, not a SETATTR from the mount, sets owners.
-func TestFUSECallerCreds(t *testing.T) {
+func TestFUSECallerCreds(t *testing.T) { testCallerCreds(t, false) }
+
+// testCallerCreds is TestFUSECallerCreds, over v4.1 if v4.
+func testCallerCreds(t *testing.T, v4 bool) {
 	testutil.NeedRoot(t, "switching to another uid needs root")
 	data := t.TempDir()
 	if err := os.Chmod(data, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	tg := startOurs(t, data, "/=rw,clients=127.0.0.0/8,root_squash,anonuid=65534,anongid=65534")
+	tg.v4 = v4
 	mnt, _ := mountFUSE(t, tg, nfstree.Options{CallerCreds: true})
 	for d := filepath.Dir(mnt); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 		os.Chmod(d, 0o755)

@@ -54,6 +54,9 @@ func TestFUSE4RenameOverOpen(t *testing.T) { forEachTarget4(t, testRenameOverOpe
 
 func TestFUSE4FileOps(t *testing.T) { forEachTarget4(t, testFileOps4) }
 
+func TestFUSE4Ownership(t *testing.T)   { testOwnership(t, true) }
+func TestFUSE4CallerCreds(t *testing.T) { testCallerCreds(t, true) }
+
 // TestFUSE4ServerRestart: TestFUSEServerRestart over v4.1: the restart
 // loses the session; the mount makes a new one (same owner ID, so the
 // server's grace period ends at once) and resends the uncommitted data.
