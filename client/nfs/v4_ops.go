@@ -15,8 +15,12 @@ import (
 
 func putFH(fh FH) Op4 { return Op4{nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh}, nil} }
 
+// AttrFullMask is what the calls of this file return: Attr4Mask plus fsid,
+// raw device and space used (everything a stat(2) shows).
+var AttrFullMask = nfs4.NewBitmap(append(Attr4Mask.Bits(), nfs4.AttrFSID, nfs4.AttrRawDev, nfs4.AttrSpaceUsed)...)
+
 func getattrOp(ga *nfs4.GetattrRes) Op4 {
-	return Op4{nfs4.OpGetattr, &nfs4.GetattrArgs{Request: Attr4Mask}, ga}
+	return Op4{nfs4.OpGetattr, &nfs4.GetattrArgs{Request: AttrFullMask}, ga}
 }
 
 // RawAttrs encodes the attributes of mask from fa for SETATTR, CREATE and
@@ -27,7 +31,7 @@ func RawAttrs(fa *nfs4.Fattr, mask nfs4.Bitmap) nfs4.RawFattr {
 	return nfs4.RawFattr{Mask: mask, Vals: w.Bytes()}
 }
 
-// Getattr returns the attributes of fh (Attr4Mask).
+// Getattr returns the attributes of fh (AttrFullMask).
 func (c *Client4) Getattr(ctx context.Context, fh FH) (*nfs4.Fattr, error) {
 	var ga nfs4.GetattrRes
 	if err := c.Compound(ctx, putFH(fh), getattrOp(&ga)); err != nil {

@@ -40,11 +40,9 @@ import (
 // anon is the anonymous stateid (all zeros).
 var anon nfs4.Stateid
 
-// attrMask is what the tree asks for: the helpers' mask plus space used
-// (st_blocks), raw device and fsid.
-var attrMask = nfs4.NewBitmap(nfs4.AttrType, nfs4.AttrChange, nfs4.AttrSize, nfs4.AttrFSID, nfs4.AttrFileID,
-	nfs4.AttrMode, nfs4.AttrNumLinks, nfs4.AttrOwner, nfs4.AttrOwnerGroup, nfs4.AttrRawDev, nfs4.AttrSpaceUsed,
-	nfs4.AttrTimeAccess, nfs4.AttrTimeMetadata, nfs4.AttrTimeModify)
+// attrMask is what the tree asks for (and what Client4's calls by handle
+// return): type, size, mode, owners, times, fileid, fsid, rdev, space used.
+var attrMask = nfs.AttrFullMask
 
 type v4Conn struct {
 	ids   idCache
@@ -325,11 +323,11 @@ func (v *v4Conn) Getattr(ctx context.Context, fh nfs.FH) (*nfs.Attr, error) {
 }
 
 func (v *v4Conn) Setattr(ctx context.Context, fh nfs.FH, s nfs.SetAttr, _ *time.Time) (nfs.WCC, error) {
-	if err := v.do(ctx, func(c *nfs.Client4) error { _, err := c.Setattr(ctx, fh, anon, sattr(s)); return err }); err != nil {
+	var fa *nfs4.Fattr
+	if err := v.do(ctx, func(c *nfs.Client4) (err error) { fa, err = c.Setattr(ctx, fh, anon, sattr(s)); return }); err != nil {
 		return nfs.WCC{}, err
 	}
-	a, err := v.Getattr(ctx, fh)
-	return nfs.WCC{After: a}, err
+	return nfs.WCC{After: v.attr(fa)}, nil
 }
 
 func (v *v4Conn) Lookup(ctx context.Context, dir nfs.FH, name string) (nfs.FH, *nfs.Attr, error) {
@@ -346,15 +344,7 @@ func (v *v4Conn) Create(ctx context.Context, dir nfs.FH, name string, how nfs.Cr
 		fh, fa, err = c.CreateFile(ctx, dir, name, how != nfs.Unchecked, sattr(s))
 		return
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	// The helpers' GETATTR lacks space used etc.: ask with the tree's mask.
-	a, err := v.Getattr(ctx, fh)
-	if err != nil {
-		return v.withAttr(fh, fa, nil)
-	}
-	return fh, a, nil
+	return v.withAttr(fh, fa, err)
 }
 
 func (v *v4Conn) create(ctx context.Context, dir nfs.FH, args nfs4.CreateArgs) (nfs.FH, *nfs.Attr, error) {
