@@ -106,10 +106,17 @@ func (b *bg) wait(d time.Duration) (err error, ok bool) {
 // the same port; a process blocked that way can be killed (the FUSE
 // interrupt becomes EINTR); and SIGTERM to the mount process during an
 // outage still unmounts promptly.
-func TestMountHardOutage(t *testing.T) {
+func TestMountHardOutage(t *testing.T) { testHardOutage(t, "") }
+
+// TestMountHardOutage4 is TestMountHardOutage over NFSv4.1: the restarted
+// server lost the session, the mount makes a new one.
+func TestMountHardOutage4(t *testing.T) { testHardOutage(t, "?version=4.1") }
+
+// testHardOutage is TestMountHardOutage with query added to the URL.
+func testHardOutage(t *testing.T, query string) {
 	testutil.NeedCmd(t, "cat")
 	tg := startOurs(t, "")
-	m := startCLIMount(t, "nfs://"+tg.Addr+"/")
+	m := startCLIMount(t, "nfs://"+tg.Addr+"/"+query)
 	f := filepath.Join(m.dir, "f")
 	if err := os.WriteFile(f, []byte("hello over a hard mount\n"), 0o644); err != nil {
 		t.Fatal(err)
