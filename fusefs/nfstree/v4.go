@@ -194,8 +194,12 @@ func (v *v4Conn) close() {
 		owned := v.owned
 		v.owned = nil
 		v.mu.Unlock()
+		// DESTROY_SESSION/CLIENTID are a courtesy (the server expires
+		// them after a lease): do not hold up an unmount for a down server.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		for _, c := range owned {
-			c.Close(context.Background())
+			c.Close(ctx)
 		}
 	})
 }

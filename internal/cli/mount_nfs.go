@@ -107,7 +107,13 @@ func runMountNFS(cmd *cobra.Command, u *url.URL, dir string) error {
 			cancel()
 			return err
 		}
-		defer c.Close(context.Background())
+		defer func() {
+			// A courtesy to the server (it would expire the session):
+			// bounded, so a down server does not hold up the exit.
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			c.Close(cctx)
+		}()
 		root, a, err := c.LookupPath(dctx, nu.Path)
 		cancel()
 		if err != nil {
