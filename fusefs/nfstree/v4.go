@@ -68,6 +68,9 @@ type v4Conn struct {
 // one lease, 90 s on tristore by default).
 const graceWait = 3 * time.Minute
 
+// slowCall is how long a call may take before it is logged.
+const slowCall = 10 * time.Second
+
 func (v *v4Conn) client() *nfs.Client4 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -103,13 +106,17 @@ func retryLater(err error) bool {
 // working across server restarts, as over v3); GRACE and DELAY are retried
 // for up to graceWait.
 func (v *v4Conn) do(ctx context.Context, f func(c *nfs.Client4) error) error {
-	deadline := time.Now().Add(graceWait)
+	start := time.Now()
+	deadline := start.Add(graceWait)
 	lost := 0
 	for try := 0; ; try++ {
 		v.gate.RLock()
 		c := v.client()
 		err := f(c)
 		v.gate.RUnlock()
+		if d := time.Since(start); d > slowCall && (err == nil || !retryLater(err)) {
+			slog.Warn("nfs mount: slow NFSv4.1 call", "took", d.Round(time.Millisecond), "tries", try+1, "err", err)
+		}
 		switch {
 		case err == nil:
 			return nil
