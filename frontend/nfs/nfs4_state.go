@@ -146,7 +146,7 @@ type v4file struct {
 
 func newV4State(dataDir string, lease, grace time.Duration, log *slog.Logger) *v4state {
 	st := &v4state{
-		log: log, lease: lease, boot: uint32(time.Now().Unix()),
+		log: log, lease: lease, boot: bootEpoch(),
 		reclaim: map[string]bool{}, clients: map[uint64]*v4client{},
 		confirmed: map[string]*v4client{}, unconfirmed: map[string]*v4client{},
 		sessions: map[[nfs4.SessionIDSize]byte]*v4session{}, stateids: map[[nfs4.OtherSize]byte]*v4stateid{},
@@ -171,6 +171,22 @@ func newV4State(dataDir string, lease, grace time.Duration, log *slog.Logger) *v
 	}
 	go st.reaper()
 	return st
+}
+
+// bootEpoch is a random nonzero number that starts every client ID,
+// session ID and stateid this server instance issues, so that anything from
+// an earlier instance is recognised as stale. (Whole seconds of the start
+// time were used before: a server restarted within the same second handed
+// out the same IDs again, and a client's old session then matched a new
+// one, replies from its slot cache included.)
+func bootEpoch() uint32 {
+	var b [4]byte
+	for {
+		rand.Read(b[:])
+		if v := binary.BigEndian.Uint32(b[:]); v != 0 {
+			return v
+		}
+	}
 }
 
 func (st *v4state) close() { st.stopOnce.Do(func() { close(st.stop) }) }

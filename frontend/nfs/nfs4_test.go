@@ -471,3 +471,30 @@ func FuzzCompound4(f *testing.F) {
 		}
 	})
 }
+
+// TestNFSv4RestartStaleIDs: a server restarted at once (within the same
+// second) must not issue the IDs of its previous instance: the old client
+// ID is stale and the old session unknown to the new server.
+func TestNFSv4RestartStaleIDs(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	opts := Options{DataDir: dir, V4Grace: -1}
+	s1, a1 := serveOpts(t, opts)
+	c1 := dial(t, a1.String())
+	sid, clid := session41(t, c1, "fast-restart")
+	s1.Close()
+	_, a2 := serveOpts(t, opts)
+	c2 := dial(t, a2.String())
+	sid2, clid2 := session41(t, c2, "other")
+	if clid2 == clid || sid2 == sid {
+		t.Fatalf("the restarted server issued the old IDs again: client %x, session %x", clid2, sid2)
+	}
+	if st, _ := c2.compound4(1, o4(nfs4.OpSequence, &nfs4.SequenceArgs{SessionID: sid, Sequence: 2}, &nfs4.SequenceRes{})); st != nfs4.ErrBadSession {
+		t.Fatalf("SEQUENCE on the old session: %d, want BADSESSION", st)
+	}
+	if st, _ := c2.compound4(1, o4(nfs4.OpCreateSession, &nfs4.CreateSessionArgs{ClientID: clid, Sequence: 2,
+		Fore: nfs4.ChannelAttrs{MaxRequestSize: 4096, MaxResponseSize: 4096, MaxOperations: 8, MaxRequests: 2},
+		Back: nfs4.ChannelAttrs{MaxRequestSize: 4096, MaxResponseSize: 4096, MaxOperations: 2, MaxRequests: 1}}, &nfs4.CreateSessionRes{})); st != nfs4.ErrStaleClientID {
+		t.Fatalf("CREATE_SESSION with the old client ID: %d, want STALE_CLIENTID", st)
+	}
+}

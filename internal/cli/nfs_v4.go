@@ -44,7 +44,7 @@ func withNFS4(cmd *cobra.Command, raw string, f func(ctx context.Context, c *nfs
 // errNFSv3Only refuses version=4.1 where only v3 is implemented, rather
 // than quietly speaking v3.
 func errNFSv3Only(what string) error {
-	return fmt.Errorf("%s speaks NFS v3 only: drop version=4.1 from the URL (over v4.1: tristore nfs ls, cat, get, put, mkdir, rm and bench-ops)", what)
+	return fmt.Errorf("%s speaks NFS v3 only: drop version=4.1 from the URL (over v4.1: tristore mount, and tristore nfs ls, cat, get, put, mkdir, rm and bench-ops)", what)
 }
 
 var ls4Mask = nfs4.NewBitmap(nfs4.AttrType, nfs4.AttrSize, nfs4.AttrMode, nfs4.AttrOwner, nfs4.AttrOwnerGroup, nfs4.AttrTimeModify)
