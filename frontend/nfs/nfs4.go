@@ -39,6 +39,7 @@ const (
 	v4MaxRespSize = 1<<20 + 64<<10
 	v4MaxCached   = 64 << 10 // largest reply a slot keeps for replay
 	v4MinChannel  = 256      // smallest request/reply size a session channel may have
+	v4MaxSessions = 16       // sessions one client may hold at once
 )
 
 // compound is the state of one COMPOUND being evaluated.

@@ -221,6 +221,12 @@ func op4CreateSession(c *compound, a nfs4.Args) nfs4.Res {
 	if cl.principal != c.principal() {
 		return &nfs4.CreateSessionRes{Status: nfs4.ErrClidInUse}
 	}
+	if len(cl.sessions) >= v4MaxSessions {
+		// Each session may keep up to slots x cached-reply bytes: a client
+		// that keeps making sessions without destroying them is told to
+		// wait (knfsd answers DELAY when its reply-cache memory is spent).
+		return &nfs4.CreateSessionRes{Status: nfs4.ErrDelay}
+	}
 	if args.Flags&^(nfs4.CreateSessionPersist|nfs4.CreateSessionConnBackChan|nfs4.CreateSessionConnRDMA) != 0 {
 		return &nfs4.CreateSessionRes{Status: nfs4.ErrInval}
 	}

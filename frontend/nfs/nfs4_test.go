@@ -498,3 +498,42 @@ func TestNFSv4RestartStaleIDs(t *testing.T) {
 		t.Fatalf("CREATE_SESSION with the old client ID: %d, want STALE_CLIENTID", st)
 	}
 }
+
+// TestNFSv41SessionCap: a client that keeps creating sessions without
+// destroying them is told to wait once it holds v4MaxSessions; after it
+// destroys one it can create another.
+func TestNFSv41SessionCap(t *testing.T) {
+	needRoot(t)
+	_, addr := testServer(t, t.TempDir())
+	c := dial(t, addr)
+	var ex nfs4.ExchangeIDRes
+	if st, _ := c.compound4(1, o4(nfs4.OpExchangeID, &nfs4.ExchangeIDArgs{OwnerID: []byte("many-sessions")}, &ex)); st != nfs4.OK {
+		t.Fatal(st)
+	}
+	attrs := nfs4.ChannelAttrs{MaxRequestSize: 8192, MaxResponseSize: 8192, MaxResponseSizeCached: 8192, MaxOperations: 8, MaxRequests: 64}
+	seq := ex.Sequence
+	var last [16]byte
+	create := func() nfs4.Status {
+		var cs nfs4.CreateSessionRes
+		st, _ := c.compound4(1, o4(nfs4.OpCreateSession, &nfs4.CreateSessionArgs{ClientID: ex.ClientID, Sequence: seq, Fore: attrs, Back: attrs}, &cs))
+		if st == nfs4.OK {
+			seq++
+			last = cs.SessionID
+		}
+		return st
+	}
+	for i := range v4MaxSessions {
+		if st := create(); st != nfs4.OK {
+			t.Fatalf("session %d: %d", i, st)
+		}
+	}
+	if st := create(); st != nfs4.ErrDelay {
+		t.Fatalf("session %d: %d, want DELAY", v4MaxSessions+1, st)
+	}
+	if st, _ := c.compound4(1, o4(nfs4.OpDestroySession, &nfs4.SessionArgs{SessionID: last}, nil)); st != nfs4.OK {
+		t.Fatal(st)
+	}
+	if st := create(); st != nfs4.OK {
+		t.Fatalf("after DESTROY_SESSION: %d", st)
+	}
+}
