@@ -557,6 +557,30 @@ func op4OpenConfirm(c *compound, a nfs4.Args) nfs4.Res {
 	return res
 }
 
+// seqStateOp is the start that CLOSE, OPEN_DOWNGRADE and LOCKU share: a
+// 4.0 retransmission is answered from the owner's replay cache; then the
+// stateid must be an open (lock false) or lock stateid of f, and the seqid
+// the owner's next. It returns the state, or else the result to send. The
+// caller holds v4.mu.
+func (c *compound) seqStateOp(f fh4, sid nfs4.Stateid, seqid uint32, op nfs4.Op, lock bool) (*v4stateid, nfs4.Res) {
+	if rep := c.replayed(sid, seqid, op); rep != nil {
+		return nil, rep
+	}
+	s, st := c.stateFor(f, sid)
+	if st == nfs4.OK && s.lock != lock {
+		st = nfs4.ErrBadStateID
+	}
+	if st != nfs4.OK {
+		return nil, &nfs4.StateidRes{Status: st}
+	}
+	if rep, st := c.seqCheck(s.owner, seqid, op); rep != nil {
+		return nil, rep
+	} else if st != nfs4.OK {
+		return nil, &nfs4.StateidRes{Status: st}
+	}
+	return s, nil
+}
+
 func op4OpenDowngrade(c *compound, a nfs4.Args) nfs4.Res {
 	args := a.(*nfs4.OpenDowngradeArgs)
 	f, _, st := c.needReal(nfs4.ErrIsDir)
@@ -566,21 +590,9 @@ func op4OpenDowngrade(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
-	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpOpenDowngrade); rep != nil {
-		return rep
-	}
-	s, st := c.stateFor(f, args.Stateid)
-	if st != nfs4.OK {
-		return &nfs4.StateidRes{Status: st}
-	}
-	if s.lock {
-		return &nfs4.StateidRes{Status: nfs4.ErrBadStateID}
-	}
-	if rep, st := c.seqCheck(s.owner, args.Seqid, nfs4.OpOpenDowngrade); rep != nil || st != nfs4.OK {
-		if rep != nil {
-			return rep
-		}
-		return &nfs4.StateidRes{Status: st}
+	s, early := c.seqStateOp(f, args.Stateid, args.Seqid, nfs4.OpOpenDowngrade, false)
+	if early != nil {
+		return early
 	}
 	res := &nfs4.StateidRes{}
 	access, deny := args.ShareAccess&^nfs4.ShareWantMask, args.ShareDeny
@@ -608,23 +620,11 @@ func op4Close(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
-	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpClose); rep != nil {
-		return rep
-	}
-	s, st := c.stateFor(f, args.Stateid)
-	if st != nfs4.OK {
-		return &nfs4.StateidRes{Status: st}
-	}
-	if s.lock {
-		return &nfs4.StateidRes{Status: nfs4.ErrBadStateID}
+	s, early := c.seqStateOp(f, args.Stateid, args.Seqid, nfs4.OpClose, false)
+	if early != nil {
+		return early
 	}
 	o := s.owner
-	if rep, st := c.seqCheck(o, args.Seqid, nfs4.OpClose); rep != nil || st != nfs4.OK {
-		if rep != nil {
-			return rep
-		}
-		return &nfs4.StateidRes{Status: st}
-	}
 	res := &nfs4.StateidRes{}
 	if s.holdsLocks() {
 		res.Status = nfs4.ErrLocksHeld
@@ -843,21 +843,9 @@ func op4LockU(c *compound, a nfs4.Args) nfs4.Res {
 	v4 := c.s.v4
 	v4.mu.Lock()
 	defer v4.mu.Unlock()
-	if rep := c.replayed(args.Stateid, args.Seqid, nfs4.OpLockU); rep != nil {
-		return rep
-	}
-	s, st := c.stateFor(f, args.Stateid)
-	if st != nfs4.OK {
-		return &nfs4.StateidRes{Status: st}
-	}
-	if !s.lock {
-		return &nfs4.StateidRes{Status: nfs4.ErrBadStateID}
-	}
-	if rep, st := c.seqCheck(s.owner, args.Seqid, nfs4.OpLockU); rep != nil || st != nfs4.OK {
-		if rep != nil {
-			return rep
-		}
-		return &nfs4.StateidRes{Status: st}
+	s, early := c.seqStateOp(f, args.Stateid, args.Seqid, nfs4.OpLockU, true)
+	if early != nil {
+		return early
 	}
 	s.unlock(start, end)
 	s.bump()
