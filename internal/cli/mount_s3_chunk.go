@@ -67,14 +67,18 @@ func mountChunkDefault(ctx context.Context, endpoint, region, dir string) (int64
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	const fallback = "default (seed 001 §6.3); no saved download profile for this endpoint and network (tristore s3 tune --direction down)"
-	fp, _, err := tuner.Fingerprint(ctx, endpoint, tuner.Down, nil)
+	const fallback = "default (seed 001 §6.3); "
+	fp, desc, err := tuner.Fingerprint(ctx, endpoint, tuner.Down, nil)
 	if err != nil {
-		return chunkstore.DefaultChunkSize, fallback
+		return chunkstore.DefaultChunkSize, fallback + err.Error()
 	}
 	p, err := tuner.Load(dir, fp)
-	if err != nil || p == nil || p.Report == nil {
-		return chunkstore.DefaultChunkSize, fallback
+	if err != nil {
+		return chunkstore.DefaultChunkSize, fallback + err.Error()
+	}
+	if p == nil || p.Report == nil {
+		return chunkstore.DefaultChunkSize, fmt.Sprintf("%sno saved download profile %s in %s for %s, %s (tristore s3 tune --direction down)",
+			fallback, fp, dir, endpoint, desc)
 	}
 	c := profileChunkSize(p.Report.Model)
 	if c == 0 {
