@@ -645,17 +645,19 @@ func op4Close(c *compound, a nfs4.Args) nfs4.Res {
 	return res
 }
 
-// lockRange4 turns (offset, length) into [start, end).
-func lockRange4(off, length uint64) (uint64, uint64, nfs4.Status) {
+// lockSpan checks the lock type and turns (offset, length) into the
+// range [start, end) it names (LOCK, LOCKT and LOCKU share the rules).
+func lockSpan(typ uint32, off, length uint64) (lockRange, nfs4.Status) {
+	write := typ == nfs4.WriteLT || typ == nfs4.WriteWLT
 	switch {
-	case length == 0:
-		return 0, 0, nfs4.ErrInval
+	case typ < nfs4.ReadLT || typ > nfs4.WriteWLT, length == 0:
+		return lockRange{}, nfs4.ErrInval
 	case length == nfs4.Uint64Max:
-		return off, ^uint64(0), nfs4.OK
+		return lockRange{off, ^uint64(0), write}, nfs4.OK
 	case off+length < off:
-		return 0, 0, nfs4.ErrInval
+		return lockRange{}, nfs4.ErrInval
 	}
-	return off, off + length, nfs4.OK
+	return lockRange{off, off + length, write}, nfs4.OK
 }
 
 func denied(s *v4stateid, r *lockRange) nfs4.LockDenied {
@@ -675,10 +677,7 @@ func op4Lock(c *compound, a nfs4.Args) nfs4.Res {
 	if st != nfs4.OK {
 		return &nfs4.LockRes{Status: st}
 	}
-	if args.Type < nfs4.ReadLT || args.Type > nfs4.WriteWLT {
-		return &nfs4.LockRes{Status: nfs4.ErrInval}
-	}
-	start, end, st := lockRange4(args.Offset, args.Length)
+	span, st := lockSpan(args.Type, args.Offset, args.Length)
 	if st != nfs4.OK {
 		return &nfs4.LockRes{Status: st}
 	}
@@ -748,7 +747,7 @@ func op4Lock(c *compound, a nfs4.Args) nfs4.Res {
 			return &nfs4.LockRes{Status: st}
 		}
 	}
-	res := c.lock(ls, args, start, end)
+	res := c.lock(ls, args.Reclaim, span)
 	if ls.seqid == 0 && res.Status != nfs4.OK {
 		v4.removeState(ls) // a lock stateid is not born from a failed LOCK
 	}
@@ -756,32 +755,31 @@ func op4Lock(c *compound, a nfs4.Args) nfs4.Res {
 	return res
 }
 
-func (c *compound) lock(ls *v4stateid, args *nfs4.LockArgs, start, end uint64) *nfs4.LockRes {
+func (c *compound) lock(ls *v4stateid, reclaim bool, span lockRange) *nfs4.LockRes {
 	v4 := c.s.v4
 	cl := ls.owner.client
 	switch {
-	case args.Reclaim && !v4.mayReclaim(cl):
+	case reclaim && !v4.mayReclaim(cl):
 		if v4.inGrace() {
 			return &nfs4.LockRes{Status: nfs4.ErrReclaimBad}
 		}
 		return &nfs4.LockRes{Status: nfs4.ErrNoGrace}
-	case !args.Reclaim && (v4.inGrace() || c.minor >= 1 && !cl.reclaimDone):
+	case !reclaim && (v4.inGrace() || c.minor >= 1 && !cl.reclaimDone):
 		return &nfs4.LockRes{Status: nfs4.ErrGrace}
 	}
-	write := args.Type == nfs4.WriteLT || args.Type == nfs4.WriteWLT
-	if write && ls.open.access&nfs4.ShareAccessWrite == 0 {
+	if span.write && ls.open.access&nfs4.ShareAccessWrite == 0 {
 		return &nfs4.LockRes{Status: nfs4.ErrOpenMode}
 	}
-	if !write && ls.open.access&nfs4.ShareAccessRead == 0 {
+	if !span.write && ls.open.access&nfs4.ShareAccessRead == 0 {
 		return &nfs4.LockRes{Status: nfs4.ErrOpenMode}
 	}
-	if s, _ := ls.file.lockConflict(start, end, write, ls.owner); s != nil && s.owner.client != cl {
+	if s, _ := ls.file.lockConflict(span.start, span.end, span.write, ls.owner); s != nil && s.owner.client != cl {
 		v4.expireConflicting(ls.file)
 	}
-	if s, r := ls.file.lockConflict(start, end, write, ls.owner); s != nil {
+	if s, r := ls.file.lockConflict(span.start, span.end, span.write, ls.owner); s != nil {
 		return &nfs4.LockRes{Status: nfs4.ErrDenied, Denied: denied(s, r)}
 	}
-	ls.setRange(start, end, write)
+	ls.setRange(span.start, span.end, span.write)
 	ls.bump()
 	c.setStateid(ls.id())
 	return &nfs4.LockRes{Stateid: ls.id()}
@@ -798,10 +796,7 @@ func op4LockT(c *compound, a nfs4.Args) nfs4.Res {
 	} else if st := fileCheck(at, c.minor); st != nfs4.OK {
 		return &nfs4.LockRes{Test: true, Status: st}
 	}
-	if args.Type < nfs4.ReadLT || args.Type > nfs4.WriteWLT {
-		return &nfs4.LockRes{Test: true, Status: nfs4.ErrInval}
-	}
-	start, end, st := lockRange4(args.Offset, args.Length)
+	span, st := lockSpan(args.Type, args.Offset, args.Length)
 	if st != nfs4.OK {
 		return &nfs4.LockRes{Test: true, Status: st}
 	}
@@ -820,8 +815,7 @@ func op4LockT(c *compound, a nfs4.Args) nfs4.Res {
 		return &nfs4.LockRes{Test: true}
 	}
 	owner := cl.owners["l/"+args.Owner.Key()]
-	write := args.Type == nfs4.WriteLT || args.Type == nfs4.WriteWLT
-	if s, r := file.lockConflict(start, end, write, owner); s != nil && (owner != nil || s.owner.owner.Key() != args.Owner.Key()) {
+	if s, r := file.lockConflict(span.start, span.end, span.write, owner); s != nil && (owner != nil || s.owner.owner.Key() != args.Owner.Key()) {
 		return &nfs4.LockRes{Test: true, Status: nfs4.ErrDenied, Denied: denied(s, r)}
 	}
 	return &nfs4.LockRes{Test: true}
@@ -833,10 +827,7 @@ func op4LockU(c *compound, a nfs4.Args) nfs4.Res {
 	if st != nfs4.OK {
 		return &nfs4.StateidRes{Status: st}
 	}
-	if args.Type < nfs4.ReadLT || args.Type > nfs4.WriteWLT {
-		return &nfs4.StateidRes{Status: nfs4.ErrInval}
-	}
-	start, end, st := lockRange4(args.Offset, args.Length)
+	span, st := lockSpan(args.Type, args.Offset, args.Length)
 	if st != nfs4.OK {
 		return &nfs4.StateidRes{Status: st}
 	}
@@ -847,7 +838,7 @@ func op4LockU(c *compound, a nfs4.Args) nfs4.Res {
 	if early != nil {
 		return early
 	}
-	s.unlock(start, end)
+	s.unlock(span.start, span.end)
 	s.bump()
 	c.consume(s.owner, args.Seqid, nfs4.OK)
 	c.setStateid(s.id())

@@ -395,6 +395,7 @@ type Time struct {
 }
 
 func (t Time) Encode(w *sunrpc.Writer) { w.Int64(t.Sec); w.Uint32(t.Nsec) }
+
 // Decode reads nfstime4. Nanoseconds of 10^9 or more decode (they are
 // well-formed XDR); a server refuses them as NFS4ERR_INVAL.
 func (t *Time) Decode(r *sunrpc.Reader) {
