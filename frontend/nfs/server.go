@@ -593,12 +593,14 @@ func (c *conn) handle(rec []byte) {
 		}
 		sunrpc.EncodeAccepted(w, call.XID, stat)
 	}
-	c.sendFile(w.Bytes(), req.file, req.tail...)
 	stat := "SUCCESS"
 	if err != nil {
 		stat = "ERROR"
 	}
+	// Counted before the reply leaves, so a client that has its answer
+	// also finds the call in the metrics (TestMetrics raced on this).
 	c.s.metrics.observe(call.Prog, call.Proc, stat, start)
+	c.sendFile(w.Bytes(), req.file, req.tail...)
 }
 
 // callProc runs a procedure, turning a panic into SYSTEM_ERR so one bad
