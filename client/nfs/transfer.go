@@ -167,18 +167,20 @@ func (c *Client) WriteFile(ctx context.Context, fh FH, data []byte, how Stable) 
 
 func (c *Client) writeStable(ctx context.Context, fh FH, data []byte, off uint64, how Stable) error {
 	return chunks(ctx, off, len(data), int(c.Wsize()), c.opts.Parallel, func(ctx context.Context, o uint64, lo, hi int) error {
-		return c.writeFull(ctx, fh, o, data[lo:hi], how, nil)
+		return writeFull(ctx, o, data[lo:hi], how, func(ctx context.Context, off uint64, data []byte) (WriteResult, error) {
+			return c.Write(ctx, fh, off, data, how)
+		}, nil)
 	})
 }
 
-// writeFull sends one chunk, repeating for short writes. Each reply's
-// verifier and stability is passed to note (if not nil).
-func (c *Client) writeFull(ctx context.Context, fh FH, off uint64, data []byte, how Stable, note func(WriteResult)) error {
+// writeFull sends one chunk with write, repeating for short writes. Each
+// reply's verifier and stability is passed to note (if not nil).
+func writeFull(ctx context.Context, off uint64, data []byte, how Stable, write func(ctx context.Context, off uint64, data []byte) (WriteResult, error), note func(WriteResult)) error {
 	for tries := 0; len(data) > 0; tries++ {
 		if tries >= 64 {
 			return &OpError{Op: "WRITE", Err: fmt.Errorf("no progress at offset %d", off)}
 		}
-		wr, err := c.Write(ctx, fh, off, data, how)
+		wr, err := write(ctx, off, data)
 		if err != nil {
 			return err
 		}
@@ -200,8 +202,7 @@ func (c *Client) writeFull(ctx context.Context, fh FH, off uint64, data []byte, 
 // byte and, when a WRITE or COMMIT reply carries a verifier different from
 // the one the data was written under, resends it all and commits again.
 type UnstableWriter struct {
-	c  *Client
-	fh FH
+	ops UnstableOps
 
 	mu       sync.Mutex
 	extents  []extent // uncommitted data, in write order
@@ -217,8 +218,31 @@ type extent struct {
 	data []byte
 }
 
+// UnstableOps are what an UnstableWriter needs of a protocol version: one
+// UNSTABLE WRITE to the file (it may write less than asked), its COMMIT,
+// the largest WRITE and how many to keep in flight. NewUnstable fills them
+// from a v3 Client; the v4.1 FUSE mount (fusefs/nfstree) from its session.
+type UnstableOps struct {
+	Write    func(ctx context.Context, off uint64, data []byte) (WriteResult, error)
+	Commit   func(ctx context.Context) (Verifier, error)
+	Wsize    func() int
+	Parallel int
+}
+
 // NewUnstable starts tracking writes to fh.
-func NewUnstable(c *Client, fh FH) *UnstableWriter { return &UnstableWriter{c: c, fh: fh} }
+func NewUnstable(c *Client, fh FH) *UnstableWriter {
+	return NewUnstableOps(UnstableOps{
+		Write: func(ctx context.Context, off uint64, data []byte) (WriteResult, error) {
+			return c.Write(ctx, fh, off, data, Unstable)
+		},
+		Commit:   func(ctx context.Context) (Verifier, error) { return c.Commit(ctx, fh, 0, 0) },
+		Wsize:    func() int { return int(c.Wsize()) },
+		Parallel: c.opts.Parallel,
+	})
+}
+
+// NewUnstableOps starts tracking writes made with ops.
+func NewUnstableOps(ops UnstableOps) *UnstableWriter { return &UnstableWriter{ops: ops} }
 
 // Resends counts how often uncommitted data was sent again because the
 // server's write verifier changed.
@@ -248,9 +272,8 @@ func (u *UnstableWriter) WriteAt(ctx context.Context, data []byte, off uint64, o
 	if !owned {
 		data = append([]byte(nil), data...)
 	}
-	c := u.c
-	err := chunks(ctx, off, len(data), int(c.Wsize()), c.opts.Parallel, func(ctx context.Context, o uint64, lo, hi int) error {
-		return c.writeFull(ctx, u.fh, o, data[lo:hi], Unstable, u.note)
+	err := chunks(ctx, off, len(data), u.ops.Wsize(), u.ops.Parallel, func(ctx context.Context, o uint64, lo, hi int) error {
+		return writeFull(ctx, o, data[lo:hi], Unstable, u.ops.Write, u.note)
 	})
 	u.mu.Lock()
 	// Keep the data even on error: part of it may be on the server
@@ -274,7 +297,7 @@ func (u *UnstableWriter) Commit(ctx context.Context) error {
 		exts, mixed, verf := u.extents, u.mixed, u.verf
 		u.mu.Unlock()
 		if !mixed {
-			cv, err := u.c.Commit(ctx, u.fh, 0, 0)
+			cv, err := u.ops.Commit(ctx)
 			if err != nil {
 				return err
 			}

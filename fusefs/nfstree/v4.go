@@ -533,108 +533,22 @@ func (v *v4Conn) Write(ctx context.Context, fh nfs.FH, off uint64, data []byte, 
 
 func (v *v4Conn) Wsize() uint32 { return v.client().Wsize() }
 
-func (v *v4Conn) NewUnstable(fh nfs.FH) Unstable { return &unstable4{v: v, fh: fh} }
-
-// unstable4 is nfs.UnstableWriter for v4: it keeps every byte written
-// UNSTABLE until a COMMIT returns the verifier the WRITEs did, and resends
-// it all when the verifier changed (the server restarted).
-type unstable4 struct {
-	v  *v4Conn
-	fh nfs.FH
-
-	mu       sync.Mutex
-	extents  []extent
-	bytes    int
-	verf     nfs.Verifier
-	haveVerf bool
-	mixed    bool
-	resends  int
-}
-
-type extent struct {
-	off  uint64
-	data []byte
-}
-
-func (u *unstable4) Pending() int { u.mu.Lock(); defer u.mu.Unlock(); return u.bytes }
-func (u *unstable4) Resends() int { u.mu.Lock(); defer u.mu.Unlock(); return u.resends }
-
-func (u *unstable4) note(v nfs.Verifier) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if !u.haveVerf {
-		u.verf, u.haveVerf = v, true
-	} else if v != u.verf {
-		u.verf, u.mixed = v, true
-	}
-}
-
-func (u *unstable4) WriteAt(ctx context.Context, data []byte, off uint64, owned bool) error {
-	if len(data) == 0 {
-		return nil
-	}
-	if !owned {
-		data = append([]byte(nil), data...)
-	}
-	err := pieces(ctx, len(data), int(u.v.Wsize()), u.v.par, func(ctx context.Context, lo, hi int) error {
-		for tries := 0; lo < hi; tries++ {
-			if tries >= 64 {
-				return fmt.Errorf("nfs: WRITE made no progress at offset %d", off+uint64(lo))
-			}
-			wr, err := u.v.Write(ctx, u.fh, off+uint64(lo), data[lo:hi], nfs.Unstable)
-			if err != nil {
-				return err
-			}
-			u.note(wr.Verf)
-			lo += int(wr.Count)
-		}
-		return nil
-	})
-	u.mu.Lock()
-	u.extents = append(u.extents, extent{off, data})
-	u.bytes += len(data)
-	u.mu.Unlock()
-	return err
-}
-
-func (u *unstable4) Commit(ctx context.Context) error {
-	for round := 0; round < 5; round++ {
-		u.mu.Lock()
-		if len(u.extents) == 0 {
-			u.mu.Unlock()
-			return nil
-		}
-		exts, mixed, verf := u.extents, u.mixed, u.verf
-		u.mu.Unlock()
-		if !mixed {
+// NewUnstable tracks UNSTABLE writes to fh with nfs.UnstableWriter (every
+// uncommitted byte kept, resent when the write verifier changes, i.e. the
+// server restarted), writing and committing through this session.
+func (v *v4Conn) NewUnstable(fh nfs.FH) Unstable {
+	return nfs.NewUnstableOps(nfs.UnstableOps{
+		Write: func(ctx context.Context, off uint64, data []byte) (nfs.WriteResult, error) {
+			return v.Write(ctx, fh, off, data, nfs.Unstable)
+		},
+		Commit: func(ctx context.Context) (nfs.Verifier, error) {
 			var cv [nfs4.VerifierSize]byte
-			err := u.v.do(ctx, func(c *nfs.Client4) (err error) { cv, err = c.Commit(ctx, u.fh); return })
-			if err != nil {
-				return err
-			}
-			if nfs.Verifier(cv) == verf {
-				u.mu.Lock()
-				u.extents = u.extents[len(exts):]
-				u.bytes = 0
-				for _, e := range u.extents {
-					u.bytes += len(e.data)
-				}
-				u.mu.Unlock()
-				return nil
-			}
-		}
-		u.mu.Lock()
-		u.haveVerf, u.mixed = false, false
-		u.extents, u.bytes = nil, 0
-		u.resends++
-		u.mu.Unlock()
-		for _, e := range exts {
-			if err := u.WriteAt(ctx, e.data, e.off, true); err != nil {
-				return err
-			}
-		}
-	}
-	return fmt.Errorf("%w: still changing after 5 resends", nfs.ErrVerifierChanged)
+			err := v.do(ctx, func(c *nfs.Client4) (err error) { cv, err = c.Commit(ctx, fh); return })
+			return nfs.Verifier(cv), err
+		},
+		Wsize:    func() int { return int(v.Wsize()) },
+		Parallel: v.par,
+	})
 }
 
 var _ Conn = (*v4Conn)(nil)
