@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -296,26 +295,12 @@ func autoTransferOptions(cmd *cobra.Command, conn s3Conn, o *s3TransferOptions) 
 	if !ok {
 		return failedErr(fmt.Errorf("--auto: no tuned combination fits --max-memory %d", maxMem))
 	}
-	o.ChunkSize, o.Parallel = big.ChunkSize, big.Parallel
-	why := "large files"
-	if fi, err := os.Stat(local); local != "" && err == nil && fi.Mode().IsRegular() && fi.Size() > o.ChunkSize {
-		o.ChunkSize, o.Parallel = singleFileParts(fi.Size(), r, k.MinChunk, maxMem)
-		why = fmt.Sprintf("one file of %s in the smallest parts, streams by the model", tuner.FmtSize(fi.Size()))
-	} else if local != "" {
-		if med, n := medianFileSize(local, 100_000); n > 1 && med < big.ChunkSize {
-			row := snapRow(r.Grid.ChunkSizes, med)
-			if small, ok := r.Choose(tuner.Goal{}, tuner.Constraints{MinChunk: row, MaxChunk: row, MaxMemory: maxMem}); ok {
-				o.Parallel = small.Parallel
-				why = fmt.Sprintf("%d files, median %s: parallelism of the %s row", n, tuner.FmtSize(med), tuner.FmtSize(row))
-				for o.ChunkSize*int64(o.Parallel) > maxMem && o.ChunkSize/2 >= k.MinChunk {
-					o.ChunkSize /= 2
-				}
-				if o.ChunkSize*int64(o.Parallel) > maxMem {
-					o.Parallel = int(maxMem / o.ChunkSize)
-				}
-			}
-		}
+	var sizes []int64
+	if local != "" {
+		sizes = localFileSizes(local, 100_000)
 	}
+	var why string
+	o.ChunkSize, o.Parallel, why = autoChoice(r, big, sizes, k.MinChunk, maxMem)
 	if !quiet {
 		fmt.Fprintf(cmd.ErrOrStderr(), "auto: --chunk-size %s --parallel %d (%s; profile %s, predicted %s MiB/s)\n",
 			tuner.FmtSize(o.ChunkSize), o.Parallel, why, out.Profile.Fingerprint, mib(big.PredictedBps))
@@ -323,21 +308,77 @@ func autoTransferOptions(cmd *cobra.Command, conn s3Conn, o *s3TransferOptions) 
 	return nil
 }
 
-// singleFileParts chooses the part size and parallelism for one file of
-// size bytes. Parts are the smallest allowed (minChunk, rounded up to a
-// MiB, more only when the file would need over 10,000 parts), and the
-// parallelism is the least that the model rates within 5 % of the best,
-// capped at the number of parts. Small parts let the streams share the
+// autoChoice is --auto's choice for the local files of a transfer (their
+// sizes; none for a download, whose sizes are not known yet), made the same
+// way for cp and sync, for a file and a directory: big is the profile's
+// best point under the constraints. One file larger than big's chunk, or a
+// directory whose median file is, goes in the smallest parts with the
+// model's parallelism (largeFileParts); a directory of smaller files gets
+// the parallelism of their median size's grid row (their requests are the
+// files, seed 001 §5.3), and big's chunk, halved while chunk × parallel is
+// over maxMem, for any large file among them. why says which, for the log.
+func autoChoice(r *tuner.Report, big tuner.Choice, sizes []int64, minChunk, maxMem int64) (chunk int64, parallel int, why string) {
+	chunk, parallel, why = big.ChunkSize, big.Parallel, "large files"
+	n := len(sizes)
+	if n == 0 {
+		return
+	}
+	sorted := slices.Sorted(slices.Values(sizes))
+	med := max(sorted[n/2], 1)
+	if n == 1 || med >= big.ChunkSize {
+		var large []int64
+		var total int64
+		for _, s := range sorted {
+			if s > big.ChunkSize {
+				large = append(large, s)
+				total += s
+			}
+		}
+		if len(large) == 0 {
+			return
+		}
+		chunk, parallel = largeFileParts(large, r, minChunk, maxMem)
+		why = fmt.Sprintf("one file of %s in the smallest parts, streams by the model", tuner.FmtSize(total))
+		if len(large) > 1 {
+			why = fmt.Sprintf("%d large files, %s in all, in the smallest parts, streams by the model", len(large), tuner.FmtSize(total))
+		}
+		return
+	}
+	row := snapRow(r.Grid.ChunkSizes, med)
+	small, ok := r.Choose(tuner.Goal{}, tuner.Constraints{MinChunk: row, MaxChunk: row, MaxMemory: maxMem})
+	if !ok {
+		return
+	}
+	parallel = small.Parallel
+	why = fmt.Sprintf("%d files, median %s: parallelism of the %s row", n, tuner.FmtSize(med), tuner.FmtSize(row))
+	for chunk*int64(parallel) > maxMem && chunk/2 >= minChunk {
+		chunk /= 2
+	}
+	if chunk*int64(parallel) > maxMem {
+		parallel = int(maxMem / chunk)
+	}
+	return
+}
+
+// largeFileParts chooses the part size and parallelism for large files
+// of the given sizes (one, usually). Parts are the smallest allowed
+// (minChunk, rounded up to a MiB, more only when the largest file would
+// need over 10,000 parts), and the parallelism is the least that the model
+// rates within 5 % of the best, capped at the number of parts of all the
+// files. Small parts let the streams share the
 // file as they go: a stream that runs faster takes more of them, and the
 // last part to finish is short. Parts of size/p (one wave, one part per
 // stream) made the file wait for its slowest connection: over `realistic`
 // 16 connections of one link moved 3.2-7.7 Mbit/s each (iperf3), so one
 // of 16 parts of a 1 GiB file would take twice the link's time.
-func singleFileParts(size int64, r *tuner.Report, minChunk, maxMem int64) (chunk int64, parallel int) {
+func largeFileParts(sizes []int64, r *tuner.Report, minChunk, maxMem int64) (chunk int64, parallel int) {
 	const maxParts = 10000
-	c := max(minChunk, (size+maxParts-1)/maxParts)
+	c := max(minChunk, (slices.Max(sizes)+maxParts-1)/maxParts)
 	c = (c + 1<<20 - 1) &^ (1<<20 - 1)
-	nparts := (size + c - 1) / c
+	var nparts int64
+	for _, s := range sizes {
+		nparts += (s + c - 1) / c
+	}
 	chunk, parallel = c, 1
 	best := 0.0
 	for _, p := range r.Grid.Parallel {
@@ -368,9 +409,9 @@ func snapRow(sizes []int64, n int64) int64 {
 	return best
 }
 
-// medianFileSize walks p (a file or a directory, at most limit entries)
-// and returns the median size of its regular files and how many there are.
-func medianFileSize(p string, limit int) (int64, int) {
+// localFileSizes walks p (a file or a directory, at most limit entries)
+// and returns the sizes of its regular files.
+func localFileSizes(p string, limit int) []int64 {
 	var sizes []int64
 	filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || len(sizes) >= limit {
@@ -383,9 +424,5 @@ func medianFileSize(p string, limit int) (int64, int) {
 		}
 		return nil
 	})
-	if len(sizes) == 0 {
-		return 0, 0
-	}
-	slices.Sort(sizes)
-	return max(sizes[len(sizes)/2], 1), len(sizes)
+	return sizes
 }

@@ -121,6 +121,14 @@ func TestS3Tune(t *testing.T) {
 	if err != nil || !strings.Contains(errOut, "auto: --chunk-size 5MiB --parallel 8 (one file of 40MiB") {
 		t.Errorf("cp --auto of one 40 MiB file over a slow profile: %v %q", err, errOut)
 	}
+	// sync --auto chooses the same way: a directory holding that one file
+	// is the one file (it got the grid's 16 MiB × 16 before).
+	syncSrc := t.TempDir()
+	os.WriteFile(filepath.Join(syncSrc, "big.bin"), make([]byte, 40<<20), 0o644)
+	_, errOut, err = runCLI3(t, "s3", "sync", syncSrc, "s3://tunebucket/sync40/", "--endpoint", ep, "--auto", "--tune-dir", slow)
+	if err != nil || !strings.Contains(errOut, "auto: --chunk-size 5MiB --parallel 8 (one file of 40MiB") {
+		t.Errorf("sync --auto of a directory with one 40 MiB file over a slow profile: %v %q", err, errOut)
+	}
 	_, _, err = runCLI3(t, "s3", "cp", "-r", src, "s3://tunebucket/auto/", "--endpoint", ep, "--auto", "--parallel", "3")
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != 2 {
@@ -128,12 +136,12 @@ func TestS3Tune(t *testing.T) {
 	}
 }
 
-// TestSingleFileParts: one large file goes in the smallest parts the
+// TestLargeFileParts: one large file goes in the smallest parts the
 // protocol allows, so the streams share it as they go, not in one part per
 // stream (a 1 GiB file over a profile whose streams get 1 MB/s each and 14
 // MB/s together was 16 parts of 64 MiB: the file waited for its slowest
 // connection). The parallelism is the model's, capped at the parts.
-func TestSingleFileParts(t *testing.T) {
+func TestLargeFileParts(t *testing.T) {
 	rep := &tuner.Report{Grid: tuner.DefaultGrid(), Model: tuner.Model{A0: 0.03, Bs: 1e6, B: 14e6}}
 	for _, c := range []struct {
 		size   int64
@@ -147,9 +155,41 @@ func TestSingleFileParts(t *testing.T) {
 		{100 << 30, 1 << 30, 11 << 20, 16}, // 10,000 parts at most
 		{1 << 30, 40 << 20, 5 << 20, 8},    // --max-memory
 	} {
-		chunk, par := singleFileParts(c.size, rep, s3client.MinPartSize, c.maxMem)
+		chunk, par := largeFileParts([]int64{c.size}, rep, s3client.MinPartSize, c.maxMem)
 		if chunk != c.chunk || par != c.par {
 			t.Errorf("%d bytes, max memory %d: %d × %d, want %d × %d", c.size, c.maxMem, chunk, par, c.chunk, c.par)
 		}
+	}
+}
+
+// TestAutoChoice: --auto's choice from the local files' sizes. Several
+// large files share the parts' cap on the parallelism (two 20 MiB files are
+// 8 parts of 5 MiB, like one 40 MiB file); small files get their median
+// row's parallelism; no sizes (a download) leave the profile's point.
+func TestAutoChoice(t *testing.T) {
+	rep := &tuner.Report{Grid: tuner.DefaultGrid(), Model: tuner.Model{A0: 0.03, Bs: 1e6, B: 14e6}}
+	big := tuner.Choice{Point: tuner.Point{ChunkSize: 16 << 20, Parallel: 16}}
+	for _, c := range []struct {
+		sizes []int64
+		chunk int64
+		par   int
+		why   string
+	}{
+		{nil, 16 << 20, 16, "large files"},
+		{[]int64{40 << 20}, 5 << 20, 8, "one file of 40MiB"},
+		{[]int64{20 << 20, 20 << 20, 1}, 5 << 20, 8, "2 large files, 40MiB in all"},
+		{[]int64{10 << 20}, 16 << 20, 16, "large files"}, // one PUT
+	} {
+		chunk, par, why := autoChoice(rep, big, c.sizes, s3client.MinPartSize, 1<<30)
+		if chunk != c.chunk || par != c.par || !strings.HasPrefix(why, c.why) {
+			t.Errorf("%v: %d × %d (%s), want %d × %d (%s...)", c.sizes, chunk, par, why, c.chunk, c.par, c.why)
+		}
+	}
+	sizes := make([]int64, 20)
+	for i := range sizes {
+		sizes[i] = 60_000
+	}
+	if chunk, par, why := autoChoice(rep, big, sizes, s3client.MinPartSize, 1<<30); chunk != 16<<20 || par < 1 || !strings.HasPrefix(why, "20 files, median 60000B") {
+		t.Errorf("20 small files: %d × %d (%s)", chunk, par, why)
 	}
 }
