@@ -49,6 +49,13 @@ func main() {
 	flag.BoolVar(&getBuffer, "getbuf", false, "read each GET body into a buffer of the object's size, as `tristore bench objects` does (default: discard it through io.Copy, 8 KiB reads)")
 	flag.IntVar(&fillN, "fill", 0, "LIST mode: first PUT this many empty objects under list/ (32 in parallel)")
 	flag.IntVar(&listN, "list", 0, "LIST mode: list this many keys under list/ with ListObjectsV2 in 1,000-key pages, checking every key (no PUT/GET phases)")
+	flag.StringVar(&scaleFill, "scale-fill", "", "scaling mode: make -keys objects (-layout) directly on disk in this directory, the bucket's own on the server (scale.go)")
+	flag.StringVar(&scaleOps, "scale-ops", "", "scaling mode: comma-separated put,get,head of random existing keys of a -keys bucket, -duration each, first -par")
+	flag.StringVar(&scaleList, "scale-list", "", "scaling mode: comma-separated first,middle,delim 1,000-key pages of a -keys bucket, -repeat each")
+	flag.IntVar(&scaleKeys, "keys", 0, "scaling mode: objects in the bucket")
+	flag.StringVar(&scaleLayout, "layout", "flat", "scaling mode: flat (o0000123) or nested (a0/b1/c2/o0000123) keys")
+	flag.IntVar(&scaleRepeat, "repeat", 5, "scaling mode: requests per LIST page kind")
+	flag.BoolVar(&scaleToken, "token-is-key", false, "scaling mode: send the middle page's start key as the continuation token too (versitygw's token is the last key; it ignores start-after alone)")
 	flag.Parse()
 	if *asJSON {
 		text = os.Stderr
@@ -97,6 +104,7 @@ type jsonResult struct {
 	MiBPerSec  float64 `json:"mib_per_s"`
 	P50ms      float64 `json:"p50_ms"`
 	P99ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
 	Errors     int     `json:"errors"`
 	FirstError string  `json:"first_error,omitempty"`
 }
@@ -150,6 +158,13 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 	}
 	if fillN > 0 || listN > 0 {
 		return listMode(ctx, c, bucket, label)
+	}
+	if scaleFill != "" || scaleOps != "" || scaleList != "" {
+		par, err := strconv.Atoi(strings.TrimSpace(strings.Split(pars, ",")[0]))
+		if err != nil || par < 1 {
+			return fmt.Errorf("bad parallelism %q", pars)
+		}
+		return scaleMode(ctx, c, bucket, label, dur, par)
 	}
 	var csv io.Writer
 	if csvPath != "" {
@@ -287,7 +302,7 @@ func report(csv io.Writer, label, op, sizeName string, par, size int, r result) 
 	fmt.Fprintf(text, "%-10s %-4s %-6s par=%-3d %9.1f op/s %9.2f MiB/s  p50 %7.2f ms  p99 %7.2f ms  errors %d\n",
 		label, op, sizeName, par, opsPerSec, mibs, pct(0.5), pct(0.99), r.errs)
 	jr := jsonResult{Label: label, Op: op, Size: sizeName, Par: par, Seconds: secs, Ops: r.ops, OpsPerSec: opsPerSec,
-		MiBPerSec: mibs, P50ms: pct(0.5), P99ms: pct(0.99), Errors: r.errs}
+		MiBPerSec: mibs, P50ms: pct(0.5), P99ms: pct(0.99), MaxMs: pct(1), Errors: r.errs}
 	if r.firstErr != nil {
 		fmt.Fprintf(text, "           first error: %v\n", r.firstErr)
 		jr.FirstError = r.firstErr.Error()

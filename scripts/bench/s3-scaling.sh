@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# S3 cost as a bucket grows (issue 14's scaling page): tristore vs
+# versitygw (posix backend), same disk, same run, interleaved rounds, one
+# client (scripts/bench/s3load, scaling mode: scale.go).
+#
+#   scripts/bench/s3-scaling.sh [ROUNDS] [SECONDS] [SIZES]
+#        # defaults: 3 rounds, 2 s per operation, sizes "1000 100000"
+#   PAR=4 (parallel requests for PUT/GET/HEAD), REPEAT=5 (requests per LIST page kind)
+#   REUSE=1: keep the filled buckets under $BENCH_DIR after the run and use
+#            them again in the next run with the same sizes (a 1,000,000-key
+#            fill takes minutes); without it the directory is made afresh
+#            and removed after a successful run.
+#
+# For each size N each server gets two buckets, flat-N (keys o0000000...)
+# and nested-N (a0/b0/c0/o0000000...: 1,000 keys per leaf directory), made
+# through S3 and then filled with N empty objects directly on disk (both
+# servers keep an object as a plain file; the metadata xattrs are copied
+# from a probe object each server wrote itself: s3load -scale-fill). Per
+# round, per size, per layout, per server (the order rotates by one per
+# round) s3load first times 1,000-key ListObjectsV2 pages REPEAT times
+# each -- the first page, a page from the middle of the key space
+# (start-after; for versitygw also as the continuation token, since v1.8.0
+# ignores start-after alone), and for nested keys the middle leaf directory
+# with delimiter "/" -- then PUTs (overwrites), GETs and HEADs random
+# existing keys, PAR in parallel, SECONDS each. A cost that grows with the
+# bucket shows as a row that moves from one N to the next.
+# Raw rounds: docs/bench/raw/s3-scaling-<time>.jsonl.
+set -euo pipefail
+BENCH_NAME=s3-scaling
+. "$(dirname "$0")/lib.sh"
+cd "$BENCH_ROOT"
+ROUNDS=${1:-3}
+SECS=${2:-2}
+SIZES=${3:-"1000 100000"}
+PAR=${PAR:-4}
+REPEAT=${REPEAT:-5}
+REUSE=${REUSE:-0}
+BENCH_DIR=${BENCH_DIR:-/var/tmp/tristore-s3scale}
+SERVERS=(tristore versitygw)
+AK=benchaccesskey
+SK=benchsecretkey123
+declare -A PORT=([tristore]=19110 [versitygw]=19210)
+declare -A DATA=([tristore]=tristore-data [versitygw]=vgw-data)
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  PIDS=()
+}
+PATH="$PATH:$(go env GOPATH)/bin"
+bench_need_cmd versitygw "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+bench_need_cmd curl "apt-get install curl"
+
+STAMP="$BENCH_DIR/filled"
+if [ "$REUSE" != 1 ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$SIZES" ]; then
+  rm -rf "$BENCH_DIR"
+fi
+rm -rf "$BENCH_DIR/bin"
+mkdir -p "$BENCH_DIR/bin"
+bench_start "$BENCH_DIR/bin"
+(cd "$SRC" && go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load) || bench_fail "cannot build s3load"
+
+wait_http() { # URL PID LOG, bounded: 90 s
+  for _ in $(seq 1 450); do
+    if curl -s -o /dev/null -m 2 "$1"; then return 0; fi
+    kill -0 "$2" 2>/dev/null || bench_fail "server exited; log $3: $(tail -5 "$3")"
+    sleep 0.2
+  done
+  bench_fail "timeout waiting for $1"
+}
+
+for s in "${SERVERS[@]}"; do
+  LOG="$BENCH_DIR/$s.log"
+  mkdir -p "$BENCH_DIR/${DATA[$s]}"
+  case $s in
+  tristore)
+    TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_DIR/bin/tristore" serve --data "$BENCH_DIR/${DATA[$s]}" \
+      --s3-addr 127.0.0.1:${PORT[$s]} --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn >"$LOG" 2>&1 &
+    ;;
+  versitygw)
+    versitygw --access $AK --secret $SK --port 127.0.0.1:${PORT[$s]} --quiet posix "$BENCH_DIR/${DATA[$s]}" >"$LOG" 2>&1 &
+    ;;
+  esac
+  PIDS+=($!)
+  wait_http "http://127.0.0.1:${PORT[$s]}/" $! "$LOG"
+done
+
+load() { # server args...
+  local s=$1
+  shift
+  "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" -label "$s" "$@"
+}
+
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$SIZES" ]; then
+  for n in $SIZES; do
+    for lay in flat nested; do
+      for s in "${SERVERS[@]}"; do
+        load "$s" -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-fill "$BENCH_DIR/${DATA[$s]}/$lay-$n" >&2 ||
+          bench_fail "$s: filling $lay-$n failed (server log: $BENCH_DIR/$s.log)"
+      done
+    done
+  done
+  sync
+  echo "$SIZES" >"$STAMP"
+fi
+
+VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
+bench_machine "PAR=$PAR REPEAT=$REPEAT scripts/bench/s3-scaling.sh $ROUNDS $SECS \"$SIZES\"" \
+  -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" \
+  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk with each server's own metadata xattrs before the rounds; both data directories on one $(findmnt -no FSTYPE -T "$BENCH_DIR") file system; loopback; client scripts/bench/s3load (aws-sdk-go-v2). Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, and for nested keys the middle leaf directory with delimiter /), then PUT (overwrite), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms)."
+
+for r in $(seq 1 "$ROUNDS"); do
+  for n in $SIZES; do
+    for lay in flat nested; do
+      kinds=first,middle
+      [ "$lay" = nested ] && kinds=first,middle,delim
+      for s in $(bench_order "$r" "${SERVERS[@]}"); do
+        echo "round $r: $lay-$n, $s" >&2
+        tok=()
+        [ "$s" = versitygw ] && tok=(-token-is-key)
+        lb=$(bench_load)
+        load "$s" -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-list "$kinds" -repeat "$REPEAT" "${tok[@]}" \
+          -scale-ops put,get,head -par "$PAR" -duration "${SECS}s" -json >"$BENCH_DIR/out.json" ||
+          bench_fail "$s failed on $lay-$n in round $r (server log: $BENCH_DIR/$s.log)"
+        f=(-f "LIST first 1,000-key page ms, $n $lay=0.p50_ms" -f "LIST middle 1,000-key page ms, $n $lay=1.p50_ms")
+        i=2
+        if [ "$lay" = nested ]; then
+          f+=(-f "LIST middle leaf with delimiter / ms, $n $lay=2.p50_ms")
+          i=3
+        fi
+        for op in PUT GET HEAD; do
+          f+=(-f "$op ops/s, $n $lay=$i.ops_per_s" -f "$op p99 ms, $n $lay=$i.p99_ms")
+          i=$((i + 1))
+        done
+        bench_record "$r" "$s" "$lb" -json "$BENCH_DIR/out.json" "${f[@]}"
+      done
+    done
+  done
+done
+cleanup
+bench_table
+[ "$REUSE" = 1 ] || rm -rf "$BENCH_DIR" # kept when the run fails, for the servers' logs
