@@ -1,0 +1,225 @@
+package memsoak
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// server is one `tristore serve` this package started, with every front
+// end on 127.0.0.1:0 and the admin endpoint serving /metrics and pprof.
+type server struct {
+	cmd   *exec.Cmd
+	addrs map[string]string
+	done  chan struct{}
+	err   error
+	log   string
+	admin *http.Client
+}
+
+// Credentials of the server's admin user (the soak's own throw-away setup).
+const (
+	accessKey = "memsoakaccesskey"
+	secretKey = "memsoaksecretkey0123456789abcdef"
+)
+
+// startServer runs bin serve on data with S3, NFS, iSCSI and the admin
+// endpoint on loopback ports of the kernel's choice, and waits for its
+// ready file. Its log goes to logPath.
+func startServer(ctx context.Context, bin, data, logPath string, extra []string) (*server, error) {
+	ready := filepath.Join(filepath.Dir(logPath), "ready.json")
+	os.Remove(ready)
+	args := []string{"serve", "--data", data, "--ready-file", ready,
+		"--s3-addr", "127.0.0.1:0", "--nfs-addr", "127.0.0.1:0", "--iscsi-addr", "127.0.0.1:0",
+		"--admin-addr", "127.0.0.1:0", "--pprof",
+		"--access-key", accessKey, "--secret-key", secretKey}
+	args = append(args, extra...)
+	cmd := exec.Command(bin, args...)
+	// No developer config or TRISTORE_* setting may change the run.
+	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(filepath.Dir(logPath), "config")}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "TRISTORE_") && !strings.HasPrefix(e, "XDG_CONFIG_HOME=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, done: make(chan struct{}), log: logPath,
+		// One connection per scrape, closed after it, so the scrapes
+		// hold no descriptor or goroutine in the server between samples.
+		admin: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	go func() { s.err = cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &s.addrs) == nil &&
+			s.addrs["s3"] != "" && s.addrs["nfs"] != "" && s.addrs["iscsi"] != "" && s.addrs["admin"] != "" {
+			return s, nil
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("tristore serve exited before it was ready (%v); log %s:\n%s", s.err, logPath, tail(logPath))
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("tristore serve not ready after 60 s; log %s", logPath)
+		}
+	}
+}
+
+// stop sends SIGTERM and waits up to 30 s, then SIGKILL. It reports
+// whether serve stopped by itself.
+func (s *server) stop() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return true
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+		return false
+	}
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// procStats reads the server's resident set (VmRSS, VmHWM, KiB) and its
+// number of open descriptors from /proc.
+func procStats(pid int) (rssKiB, hwmKiB int64, fds int, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rssKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		case "VmHWM:":
+			hwmKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return rssKiB, hwmKiB, len(ents), nil
+}
+
+// metrics scrapes the admin endpoint's Prometheus text and returns the
+// gauges named in want (go_goroutines, go_memstats_heap_inuse_bytes, ...).
+func (s *server) metrics(ctx context.Context, want ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.admin.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, w := range want {
+			if rest, ok := strings.CutPrefix(line, w+" "); ok {
+				v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+				if err == nil {
+					out[w] = v
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, w := range want {
+		if _, ok := out[w]; !ok {
+			return nil, fmt.Errorf("GET /metrics: no %s", w)
+		}
+	}
+	return out, nil
+}
+
+// goroutineDump fetches the server's goroutine profile in text
+// (/debug/pprof/goroutine?debug=1: stacks grouped with counts).
+func (s *server) goroutineDump(ctx context.Context) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+"/debug/pprof/goroutine?debug=1", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.admin.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, errors.New("GET /debug/pprof/goroutine: " + resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// fdList lists what the server's descriptors point to (readlink of each
+// /proc/PID/fd entry), sorted, for the report of a leak.
+func fdList(pid int) []string {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		l, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		// socket:[12345] -> socket: the inode differs between runs.
+		if i := strings.IndexByte(l, '['); i > 0 {
+			l = l[:i]
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
