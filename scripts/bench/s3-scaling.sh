@@ -7,9 +7,11 @@
 #        # defaults: 3 rounds, 2 s per operation, sizes "1000 100000"
 #   PAR=4 (parallel requests for PUT/GET/HEAD), REPEAT=5 (requests per LIST page kind)
 #   REUSE=1: keep the filled buckets under $BENCH_DIR after the run and use
-#            them again in the next run with the same sizes (a 1,000,000-key
-#            fill takes minutes); without it the directory is made afresh
-#            and removed after a successful run.
+#            them again in the next run (a 1,000,000-key fill takes many
+#            minutes here); without it the directory is made afresh and
+#            removed after a successful run.
+#   FILL_ONLY=1 (with REUSE=1): fill the buckets not filled yet, then stop
+#            (no rounds, no raw file), so a long fill can be its own run.
 #
 # For each size N each server gets two buckets, flat-N (keys o0000000...)
 # and nested-N (a0/b0/c0/o0000000...: 1,000 keys per leaf directory), made
@@ -55,10 +57,7 @@ PATH="$PATH:$(go env GOPATH)/bin"
 bench_need_cmd versitygw "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 bench_need_cmd curl "apt-get install curl"
 
-STAMP="$BENCH_DIR/filled"
-if [ "$REUSE" != 1 ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$SIZES" ]; then
-  rm -rf "$BENCH_DIR"
-fi
+[ "$REUSE" = 1 ] || rm -rf "$BENCH_DIR"
 rm -rf "$BENCH_DIR/bin"
 mkdir -p "$BENCH_DIR/bin"
 bench_start "$BENCH_DIR/bin"
@@ -95,17 +94,23 @@ load() { # server args...
   "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" -label "$s" "$@"
 }
 
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$SIZES" ]; then
-  for n in $SIZES; do
-    for lay in flat nested; do
-      for s in "${SERVERS[@]}"; do
-        load "$s" -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-fill "$BENCH_DIR/${DATA[$s]}/$lay-$n" >&2 ||
-          bench_fail "$s: filling $lay-$n failed (server log: $BENCH_DIR/$s.log)"
-      done
+# One stamp per filled bucket: with REUSE=1 a fill cut off (or done by an
+# earlier FILL_ONLY=1 run) goes on where it stopped.
+for n in $SIZES; do
+  for lay in flat nested; do
+    for s in "${SERVERS[@]}"; do
+      [ -e "$BENCH_DIR/filled-$s-$lay-$n" ] && continue
+      nice -n 10 "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" -label "$s" \
+        -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-fill "$BENCH_DIR/${DATA[$s]}/$lay-$n" >&2 ||
+        bench_fail "$s: filling $lay-$n failed (server log: $BENCH_DIR/$s.log)"
+      sync
+      touch "$BENCH_DIR/filled-$s-$lay-$n"
     done
   done
-  sync
-  echo "$SIZES" >"$STAMP"
+done
+if [ "${FILL_ONLY:-0}" = 1 ]; then
+  echo "$BENCH_NAME: buckets of $SIZES filled under $BENCH_DIR (FILL_ONLY=1: no rounds)" >&2
+  exit 0
 fi
 
 VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')

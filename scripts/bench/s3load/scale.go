@@ -83,7 +83,8 @@ func scaleMode(ctx context.Context, c *s3.Client, bucket, label string, dur time
 	return nil
 }
 
-// fillDisk makes the bucket's N objects as files under dir, each with a
+// fillDisk makes the bucket's N objects as files under dir (a file that
+// exists already, from a fill cut off, gets its xattrs again), each with a
 // copy of the xattrs of a probe object PUT through the server (tristore's
 // record names the file's mtime: it is set to the new file's).
 func fillDisk(ctx context.Context, c *s3.Client, bucket, dir string) error {
@@ -155,7 +156,7 @@ func fillDisk(ctx context.Context, c *s3.Client, bucket, dir string) error {
 }
 
 func fillOne(p string, attrs map[string][]byte, rec map[string]any) error {
-	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
