@@ -397,9 +397,28 @@ func TestPOSIX(t *testing.T) {
 // TestCrashKill: a mount process killed (SIGKILL) with dirty data in its
 // cache; the data is not in the bucket yet, the next mount with that cache
 // uploads it, and a gateway with an empty cache then reads it identical.
+// The dirty data includes partial chunks: writes into a file already in
+// the bucket whose chunks the killed mount never fetched.
 func TestCrashKill(t *testing.T) {
 	r := newRig(t)
 	cache, dir := t.TempDir(), t.TempDir()
+	old := make([]byte, 700<<10)
+	for i := range old {
+		old[i] = byte(i*7 + i>>9)
+	}
+	{
+		st, err := chunkstore.Open(context.Background(), storeConfig(r.e, t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := st.Create(chunkstore.RootIno, "old", syscall.S_IFREG|0o644, 0, 0, 0, "")
+		if err == nil {
+			_, err = st.WriteAt(context.Background(), a.Ino, old, 0)
+		}
+		if err = errors.Join(err, st.Close(context.Background())); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ready := filepath.Join(t.TempDir(), "ready")
 	hc, _ := json.Marshal(helperConfig{Endpoint: r.endpoint, Cache: cache, Dir: dir, Ready: ready})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -444,6 +463,22 @@ func TestCrashKill(t *testing.T) {
 	}
 	want["sub/moved"] = want["dirty7"]
 	delete(want, "dirty7")
+	// Partial chunks (256 KiB): unaligned writes into chunks 0 and 1 of
+	// "old", and one across the edge of chunks 1 and 2.
+	f, err := os.OpenFile(filepath.Join(dir, "old"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newOld := bytes.Clone(old)
+	for _, off := range []int{1000, 300 << 10, 512<<10 - 777} {
+		p := bytes.Repeat([]byte{byte(off)}, 5000)
+		if _, err := f.WriteAt(p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		copy(newOld[off:], p)
+	}
+	f.Close()
+	want["old"] = newOld
 	cmd.Process.Kill()
 	cmd.Wait()
 	killed = true
@@ -456,8 +491,16 @@ func TestCrashKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := st.ReadDir(chunkstore.RootIno); len(ents) != 0 {
-		t.Fatalf("the bucket already has %d entries before recovery", len(ents))
+	if ents, _ := st.ReadDir(chunkstore.RootIno); len(ents) != 1 {
+		t.Fatalf("the bucket already has %d entries before recovery, want 1 (old)", len(ents))
+	}
+	if a, err := st.Lookup(chunkstore.RootIno, "old"); err != nil {
+		t.Fatal(err)
+	} else {
+		b := make([]byte, len(old))
+		if n, err := st.ReadAt(context.Background(), a.Ino, b, 0); n != len(old) || !bytes.Equal(b, old) {
+			t.Fatalf("old changed in the bucket before recovery: %d bytes, %v", n, err)
+		}
 	}
 	st.Close(context.Background())
 

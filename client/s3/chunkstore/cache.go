@@ -36,7 +36,7 @@ type centry struct {
 }
 
 func openCache(dir string, limit int64) (*cache, error) {
-	for _, d := range []string{"clean", "dirty", "tmp"} {
+	for _, d := range []string{"clean", "dirty", "partial", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}

@@ -156,13 +156,20 @@ func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
 	return first
 }
 
-// uploadChunk stores one dirty chunk as the object named by its hash
+// uploadChunk stores one dirty chunk (completed from its base if partial)
+// as the object named by its hash
 // (skipped if the published manifest already names that hash, or the
 // chunk is all zeros: a hole), records the name, and turns the dirty
 // file into a clean cache entry unless a write came in meanwhile.
 func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	lk := s.chunkLock(ino, idx)
 	lk.Lock()
+	// A partial chunk gets its base's bytes first (before this worker
+	// takes a transfer buffer: the fetch needs one).
+	if err := s.fill(ctx, ino, idx, lk); err != nil {
+		lk.Unlock()
+		return fmt.Errorf("complete chunk %d of inode %d for upload: %w", idx, ino, err)
+	}
 	s.mu.Lock()
 	in := s.m.Inodes[ino]
 	var d *dirtyChunk

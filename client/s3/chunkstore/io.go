@@ -73,7 +73,26 @@ func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte
 		d = st.dirty[idx]
 	}
 	h := in.Chunks[idx]
+	partial := d != nil && overlaps(d.miss, co, co+int64(len(dst)))
 	s.mu.Unlock()
+	if partial {
+		// A byte this read wants is still only in the base: complete the
+		// chunk (fill returns with the lock held and the chunk whole).
+		if err := s.fill(ctx, ino, idx, lk); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		d = nil
+		if st := s.st[ino]; st != nil {
+			d = st.dirty[idx]
+		}
+		if in = s.m.Inodes[ino]; in == nil {
+			s.mu.Unlock()
+			return ErrNotExist
+		}
+		h = in.Chunks[idx]
+		s.mu.Unlock()
+	}
 	if d != nil {
 		f, err := s.dirtyFile(ino, idx, d)
 		if err != nil {
@@ -248,7 +267,11 @@ func (s *Store) noteRead(ino uint64, first, last int64) {
 	var want []string
 	if in := s.m.Inodes[ino]; in != nil {
 		for idx := last + 1; idx <= last+int64(window) && idx*s.cs < in.Size; idx++ {
-			if h := in.Chunks[idx]; h != "" && st.dirty[idx] == nil {
+			if d := st.dirty[idx]; d != nil {
+				if len(d.miss) > 0 {
+					want = append(want, d.base) // a partial chunk's base
+				}
+			} else if h := in.Chunks[idx]; h != "" {
 				want = append(want, h)
 			}
 		}
@@ -324,8 +347,10 @@ func (s *Store) dirtyFile(ino uint64, idx int64, d *dirtyChunk) (*os.File, error
 }
 
 // WriteAt writes p at off into ino, growing it as needed. The bytes go to
-// the chunk's dirty cache file (a chunk not wholly overwritten is fetched
-// first) and are uploaded by write-back, Flush or Sync.
+// the chunk's dirty cache file and are uploaded by write-back, Flush or
+// Sync. It never waits for the network: a chunk not cached becomes a
+// partial dirty chunk, completed from the bucket only when needed
+// (partial.go).
 func (s *Store) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
 	s.mu.Lock()
 	err := s.writable()
@@ -423,13 +448,42 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	}
 	s.mu.Lock()
 	d.ver++
+	miss := d.miss
 	s.mu.Unlock()
+	if len(miss) == 0 {
+		return over, nil
+	}
+	// The bytes are in the file; now the record that they are the
+	// chunk's (before that, a crash keeps the base's bytes there: the
+	// write was not acknowledged).
+	left := without(miss, co, co+int64(len(data)))
+	if sameSpans(left, miss) {
+		return over, nil
+	}
+	if err := s.saveMiss(ino, idx, d.base, left); err != nil {
+		return over, err
+	}
+	s.mu.Lock()
+	d.miss = left
+	if len(left) == 0 {
+		d.base = ""
+	}
+	s.mu.Unlock()
+	if len(left) > maxSpans {
+		// Too scattered to keep track of cheaply: complete it now. The
+		// write itself is done; a failed fetch is tried again later.
+		if err := s.fill(ctx, ino, idx, lk); err != nil {
+			s.log.Debug("chunkstore: completing a scattered partial chunk failed", "inode", ino, "chunk", idx, "err", err)
+		}
+	}
 	return over, nil
 }
 
 // makeDirty returns chunk idx's dirty state, creating its file from the
-// chunk's current bytes (unless whole: the caller overwrites all of it).
-// The caller holds the chunk lock.
+// chunk's current bytes (unless whole: the caller overwrites all of it):
+// a copy of the cached chunk, or when it is not cached an empty file with
+// the chunk as its base (a partial chunk: nothing is fetched here). The
+// caller holds the chunk lock.
 func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool) (*dirtyChunk, bool, error) {
 	s.mu.Lock()
 	in := s.m.Inodes[ino]
@@ -446,28 +500,31 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 	bound := max(0, min(s.cs, in.Size-idx*s.cs))
 	s.mu.Unlock()
 	var old []byte
-	if h != "" && !whole {
-		for attempt := 0; ; attempt++ {
-			if !s.cache.has(h) {
-				s.misses.Add(1)
-				if err := s.fetch(ctx, h); err != nil {
-					return nil, false, err
-				}
-			}
+	d := &dirtyChunk{since: time.Now()}
+	if h != "" && !whole && bound > 0 {
+		if s.cache.has(h) {
 			b, err := os.ReadFile(s.cache.cleanPath(h))
-			if err == nil {
+			switch {
+			case err == nil:
 				old = b[:min(int64(len(b)), bound)] // never bytes past the size
-				break
-			}
-			if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
+			case errors.Is(err, fs.ErrNotExist):
+				s.cache.forget(h) // evicted between the check and the read
+			default:
 				return nil, false, err
 			}
-			s.cache.forget(h)
 		}
+		if old == nil {
+			d.base, d.miss = h, []span{{0, bound}}
+		}
+	}
+	// The record goes first: a dirty file without one is complete.
+	if err := s.saveMiss(ino, idx, d.base, d.miss); err != nil {
+		return nil, false, err
 	}
 	path := s.dirtyPath(ino, idx)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
+		s.saveMiss(ino, idx, "", nil)
 		return nil, false, noSpace(err)
 	}
 	_, err = f.Write(old)
@@ -479,10 +536,11 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 	if err != nil {
 		f.Close()
 		os.Remove(path)
+		s.saveMiss(ino, idx, "", nil)
 		return nil, false, fmt.Errorf("cache: %w", noSpace(err))
 	}
 	over := s.cache.reserveDirty(s.cs)
-	d := &dirtyChunk{since: time.Now(), f: f}
+	d.f = f
 	s.mu.Lock()
 	st.dirty[idx] = d
 	s.mu.Unlock()
@@ -501,6 +559,7 @@ func (s *Store) dropDirty(ino uint64, idx int64) {
 		d.f.Close()
 	}
 	os.Remove(s.dirtyPath(ino, idx))
+	os.Remove(s.partialPath(ino, idx))
 	delete(st.dirty, idx)
 	s.cache.reserveDirty(-s.cs)
 }
@@ -576,7 +635,18 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 			}
 			s.mu.Lock()
 			d.ver++
+			miss, left := d.miss, cut(d.miss, size%s.cs)
 			s.mu.Unlock()
+			if err == nil && !sameSpans(miss, left) {
+				// The base's bytes past the new end are gone too.
+				if err = s.saveMiss(ino, idx, d.base, left); err == nil {
+					s.mu.Lock()
+					if d.miss = left; len(left) == 0 {
+						d.base = ""
+					}
+					s.mu.Unlock()
+				}
+			}
 		}
 		lk.Unlock()
 		if err != nil {

@@ -186,11 +186,15 @@ type istate struct {
 
 // dirtyChunk is a chunk whose newest bytes exist only in the cache file
 // dirty/<ino>.<idx>. ver counts writes, so an upload that raced a write
-// leaves the chunk dirty.
+// leaves the chunk dirty. A partial chunk (miss not empty) takes the
+// bytes of miss from its base object (partial.go); both change under the
+// chunk lock and s.mu.
 type dirtyChunk struct {
 	since time.Time
 	ver   uint64
 	f     *os.File
+	base  string
+	miss  []span
 }
 
 func (s *Store) istate(ino uint64) *istate {
@@ -407,6 +411,7 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 		return err
 	}
 	// Dirty chunk files are the newest data of their chunks.
+	partials := map[string]bool{}
 	for _, f := range dirtyFiles {
 		var ino uint64
 		var idx int64
@@ -430,9 +435,27 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 				return err
 			}
 		}
-		s.istate(ino).dirty[idx] = &dirtyChunk{since: info.ModTime(), ver: 1}
+		d := &dirtyChunk{since: info.ModTime(), ver: 1}
+		// A partial chunk's record says which bytes of the file are its
+		// own; the rest comes from its base at the upload below.
+		if d.base, d.miss, err = s.loadMiss(ino, idx); err != nil {
+			return err
+		}
+		if d.miss = cut(d.miss, min(s.cs, in.Size-idx*s.cs)); len(d.miss) == 0 {
+			d.base = ""
+		}
+		partials[filepath.Base(s.partialPath(ino, idx))] = true
+		s.istate(ino).dirty[idx] = d
 		s.cache.reserveDirty(s.cs)
 		s.recovered.Add(1)
+	}
+	// Records without a dirty file: the chunk died before its file was
+	// made, or was completed or dropped before its record went.
+	recs, _ := os.ReadDir(filepath.Join(s.dir, "partial"))
+	for _, f := range recs {
+		if !partials[f.Name()] {
+			os.Remove(filepath.Join(s.dir, "partial", f.Name()))
+		}
 	}
 	if s.recovered.Load() > 0 {
 		s.log.Info("chunkstore: found dirty chunks from a previous run; uploading", "chunks", s.recovered.Load())

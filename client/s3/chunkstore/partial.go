@@ -1,0 +1,274 @@
+package chunkstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// Partial dirty chunks. A write into a chunk that the bucket holds but the
+// cache does not must not wait for the chunk to come over the network:
+// the written bytes go to the dirty file at once, and the chunk remembers
+// its base (the object it was made from) and the ranges of the base that
+// are still missing from the file. Byte x of such a chunk is
+//
+//	the base's byte x   if x lies in a missing range,
+//	the file's byte x   otherwise (zeros past the file's end).
+//
+// The missing ranges only ever shrink (writes cover them, a truncate cuts
+// them), and they never reach past the file size as it was when the chunk
+// became dirty, so the base's bytes past that size stay unseen. The base
+// is fetched, and the missing ranges filled in from it (fill), only when
+// something needs them: a read of a missing byte, or the chunk's upload.
+// A chunk whose writes cover all of its missing ranges is never fetched.
+//
+// The record lives in partial/<ino>.<idx> beside dirty/<ino>.<idx>: it is
+// written (temp file + rename) before the dirty file exists and after
+// every write that covers a missing range, and removed once the file is
+// complete, so a killed gateway's next Open knows which bytes of each
+// dirty file are its own (see adopt).
+
+// span is the byte range [A, B) of a chunk.
+type span struct{ A, B int64 }
+
+// maxSpans bounds a partial chunk's missing ranges: scattered small writes
+// into a big chunk would make the record large, so past this many the
+// write fetches the base instead (read-modify-write, as for a cached one).
+const maxSpans = 128
+
+// partialRec is the JSON in partial/<ino>.<idx>.
+type partialRec struct {
+	Base string     `json:"base"`
+	Miss [][2]int64 `json:"miss"`
+}
+
+// without returns miss with [a, b) taken out.
+func without(miss []span, a, b int64) []span {
+	var out []span
+	for _, m := range miss {
+		if m.B <= a || m.A >= b {
+			out = append(out, m)
+			continue
+		}
+		if m.A < a {
+			out = append(out, span{m.A, a})
+		}
+		if m.B > b {
+			out = append(out, span{b, m.B})
+		}
+	}
+	return out
+}
+
+// cut returns miss with everything at or past n removed.
+func cut(miss []span, n int64) []span {
+	return without(miss, max(n, 0), MaxChunkSize+1)
+}
+
+func overlaps(miss []span, a, b int64) bool {
+	for _, m := range miss {
+		if m.A < b && a < m.B {
+			return true
+		}
+	}
+	return false
+}
+
+func sameSpans(a, b []span) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) partialPath(ino uint64, idx int64) string {
+	return filepath.Join(s.dir, "partial", strconv.FormatUint(ino, 10)+"."+strconv.FormatInt(idx, 10))
+}
+
+// saveMiss records chunk idx's base and missing ranges (none: removes the
+// record). The caller holds the chunk lock.
+func (s *Store) saveMiss(ino uint64, idx int64, base string, miss []span) error {
+	path := s.partialPath(ino, idx)
+	if len(miss) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	r := partialRec{Base: base, Miss: make([][2]int64, len(miss))}
+	for i, m := range miss {
+		r.Miss[i] = [2]int64{m.A, m.B}
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "partial-")
+	if err != nil {
+		return fmt.Errorf("cache: %w", noSpace(err))
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("cache: %w", noSpace(err))
+	}
+	return nil
+}
+
+// loadMiss reads chunk idx's record: "" and nil when there is none.
+func (s *Store) loadMiss(ino uint64, idx int64) (string, []span, error) {
+	b, err := os.ReadFile(s.partialPath(ino, idx))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	var r partialRec
+	if err := json.Unmarshal(b, &r); err != nil || !validHash(r.Base) {
+		return "", nil, fmt.Errorf("%w: cache record %s: %q", ErrCorrupt, s.partialPath(ino, idx), b)
+	}
+	var miss []span
+	for _, m := range r.Miss {
+		if m[0] < 0 || m[1] <= m[0] || m[1] > MaxChunkSize {
+			return "", nil, fmt.Errorf("%w: cache record %s: range %v", ErrCorrupt, s.partialPath(ino, idx), m)
+		}
+		miss = append(miss, span{m[0], m[1]})
+	}
+	return r.Base, miss, nil
+}
+
+// fill completes chunk idx of ino if it is partial: the base is fetched
+// (into the cache, without holding the chunk lock, so writes to the chunk
+// go on meanwhile) and whatever is still missing is copied from it into
+// the dirty file. The caller holds lk, the chunk's lock; fill holds it
+// again when it returns, and then chunk idx is not partial (unless err).
+func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex) error {
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		base := ""
+		if st := s.st[ino]; st != nil {
+			if d := st.dirty[idx]; d != nil && len(d.miss) > 0 {
+				base = d.base
+			}
+		}
+		s.mu.Unlock()
+		if base == "" {
+			return nil
+		}
+		if attempt > 8 {
+			return fmt.Errorf("chunk %d of inode %d: its base keeps changing or vanishing from the cache", idx, ino)
+		}
+		var data []byte
+		if s.cache.has(base) {
+			b, err := os.ReadFile(s.cache.cleanPath(base))
+			switch {
+			case err == nil:
+				data = b
+			case errors.Is(err, fs.ErrNotExist):
+				s.cache.forget(base) // evicted between the check and the read
+			default:
+				return err
+			}
+		}
+		if data == nil {
+			lk.Unlock()
+			var err error
+			if attempt < 2 {
+				s.misses.Add(1)
+				err = s.fetch(ctx, base)
+			} else {
+				// The cache cannot keep it (full of dirty data): a
+				// download of its own.
+				data, err = s.download(ctx, base)
+			}
+			lk.Lock()
+			if err != nil {
+				return err
+			}
+			if data == nil {
+				continue
+			}
+		}
+		if err := s.merge(ino, idx, base, data); err != nil {
+			return err
+		}
+	}
+}
+
+// download fetches chunk h, verified, into a new slice (no cache).
+func (s *Store) download(ctx context.Context, h string) ([]byte, error) {
+	buf, err := s.getBuf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.putBuf(buf)
+	data, _, err := s.b.get(ctx, chunkKey(h), buf, s.cs)
+	if err != nil {
+		return nil, fmt.Errorf("get chunk %s: %w", h, err)
+	}
+	if got := hashOf(data); got != h {
+		return nil, fmt.Errorf("%w: chunk object %s holds bytes that hash to %s (modified by someone else)", ErrCorrupt, h, got)
+	}
+	s.downloads.Add(1)
+	s.downBytes.Add(int64(len(data)))
+	return append([]byte(nil), data...), nil
+}
+
+// merge writes base's bytes into the missing ranges of chunk idx's dirty
+// file, if the chunk is still partial on that base, then drops the record.
+// The caller holds the chunk lock.
+func (s *Store) merge(ino uint64, idx int64, base string, data []byte) error {
+	s.mu.Lock()
+	var d *dirtyChunk
+	if st := s.st[ino]; st != nil {
+		d = st.dirty[idx]
+	}
+	if d == nil || len(d.miss) == 0 || d.base != base {
+		s.mu.Unlock()
+		return nil
+	}
+	miss := d.miss
+	s.mu.Unlock()
+	f, err := s.dirtyFile(ino, idx, d)
+	if err != nil {
+		return err
+	}
+	for _, m := range miss {
+		// The missing ranges of the file are holes (zeros): only the
+		// base's bytes need writing, and a base shorter than a range
+		// (never written that far) leaves zeros.
+		if m.A >= int64(len(data)) {
+			continue
+		}
+		if _, err := f.WriteAt(data[m.A:min(m.B, int64(len(data)))], m.A); err != nil {
+			return fmt.Errorf("cache: %w", noSpace(err))
+		}
+	}
+	// The file is complete before the record goes: a crash in between
+	// merges the same bytes again.
+	if err := s.saveMiss(ino, idx, base, nil); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	d.miss, d.base = nil, ""
+	s.mu.Unlock()
+	return nil
+}
