@@ -22,8 +22,10 @@
 # round) s3load first times 1,000-key ListObjectsV2 pages REPEAT times
 # each -- the first page, a page from the middle of the key space
 # (start-after; for versitygw also as the continuation token, since v1.8.0
-# ignores start-after alone), and for nested keys the middle leaf directory
-# with delimiter "/" -- then PUTs (overwrites), GETs and HEADs random
+# ignores start-after alone), the same page each time right after a PUT
+# overwriting one of its keys (the first page after a change to its
+# directory; the PUT is not timed), and for nested keys the middle leaf
+# directory with delimiter "/" -- then PUTs (overwrites), GETs and HEADs random
 # existing keys, PAR in parallel, SECONDS each. A cost that grows with the
 # bucket shows as a row that moves from one N to the next.
 # Raw rounds: docs/bench/raw/s3-scaling-<time>.jsonl.
@@ -116,13 +118,13 @@ fi
 VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
 bench_machine "PAR=$PAR REPEAT=$REPEAT scripts/bench/s3-scaling.sh $ROUNDS $SECS \"$SIZES\"" \
   -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" \
-  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk with each server's own metadata xattrs before the rounds; both data directories on one $(findmnt -no FSTYPE -T "$BENCH_DIR") file system; loopback; client scripts/bench/s3load (aws-sdk-go-v2). Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, and for nested keys the middle leaf directory with delimiter /), then PUT (overwrite), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms)."
+  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk with each server's own metadata xattrs before the rounds; both data directories on one $(findmnt -no FSTYPE -T "$BENCH_DIR") file system; loopback; client scripts/bench/s3load (aws-sdk-go-v2). Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, the same page right after an untimed PUT overwriting one of its keys, and for nested keys the middle leaf directory with delimiter /), then PUT (overwrite), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms)."
 
 for r in $(seq 1 "$ROUNDS"); do
   for n in $SIZES; do
     for lay in flat nested; do
-      kinds=first,middle
-      [ "$lay" = nested ] && kinds=first,middle,delim
+      kinds=first,middle,afterput
+      [ "$lay" = nested ] && kinds=first,middle,afterput,delim
       for s in $(bench_order "$r" "${SERVERS[@]}"); do
         echo "round $r: $lay-$n, $s" >&2
         tok=()
@@ -131,11 +133,12 @@ for r in $(seq 1 "$ROUNDS"); do
         load "$s" -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-list "$kinds" -repeat "$REPEAT" "${tok[@]}" \
           -scale-ops put,get,head -par "$PAR" -duration "${SECS}s" -json >"$BENCH_DIR/out.json" ||
           bench_fail "$s failed on $lay-$n in round $r (server log: $BENCH_DIR/$s.log)"
-        f=(-f "LIST first 1,000-key page ms, $n $lay=0.p50_ms" -f "LIST middle 1,000-key page ms, $n $lay=1.p50_ms")
-        i=2
+        f=(-f "LIST first 1,000-key page ms, $n $lay=0.p50_ms" -f "LIST middle 1,000-key page ms, $n $lay=1.p50_ms"
+          -f "LIST middle page right after a PUT into it ms, $n $lay=2.p50_ms")
+        i=3
         if [ "$lay" = nested ]; then
-          f+=(-f "LIST middle leaf with delimiter / ms, $n $lay=2.p50_ms")
-          i=3
+          f+=(-f "LIST middle leaf with delimiter / ms, $n $lay=3.p50_ms")
+          i=4
         fi
         for op in PUT GET HEAD; do
           f+=(-f "$op ops/s, $n $lay=$i.ops_per_s" -f "$op p99 ms, $n $lay=$i.p99_ms")

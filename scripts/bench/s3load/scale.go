@@ -32,7 +32,10 @@ import (
 //                     and HEAD of random existing keys for -duration each;
 //   -scale-list LIST  times 1,000-key ListObjectsV2 pages, -repeat times
 //                     each: first (the bucket's first page), middle (from
-//                     the middle of the key space), delim (nested only: the
+//                     the middle of the key space), afterput (the middle
+//                     page, each request right after a PUT overwriting one
+//                     of its keys: the first page after a change to the
+//                     directory; only the LIST is timed), delim (nested only: the
 //                     1,000 keys of the leaf directory in the middle, with
 //                     delimiter "/"). Every key of every page is checked.
 //
@@ -250,7 +253,7 @@ func scalePage(ctx context.Context, c *s3.Client, bucket, label, kind string) er
 	first, want := 0, min(1000, n)
 	switch kind {
 	case "first":
-	case "middle":
+	case "middle", "afterput":
 		first = (n - want) / 2
 		if first > 0 {
 			after := scaleKey(scaleLayout, first-1)
@@ -273,7 +276,16 @@ func scalePage(ctx context.Context, c *s3.Client, bucket, label, kind string) er
 	}
 	var res result
 	start := time.Now()
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
 	for r := 0; r < scaleRepeat; r++ {
+		if kind == "afterput" {
+			// One PUT (overwrite) of a key in the page's directory first:
+			// the page is then the first one after a change to it.
+			k := scaleKey(scaleLayout, first+rng.IntN(want))
+			if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &k, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)}); err != nil {
+				return fmt.Errorf("PUT before a LIST page: %w", err)
+			}
+		}
 		t0 := time.Now()
 		out, err := c.ListObjectsV2(ctx, in)
 		if err != nil {
