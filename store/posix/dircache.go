@@ -87,11 +87,13 @@ func (it dirItem) name() string {
 
 // dirSnap is a directory's listable entries sorted by key.
 type dirSnap struct {
-	path      string
-	stamp     dirStamp
-	items     []dirItem
-	hasMarker bool // holds the directory-marker object
-	elem      *list.Element
+	path       string
+	stamp      dirStamp
+	items      itemList
+	hasMarker  bool  // holds the directory-marker object
+	withMarker bool  // a marker file in it is the marker object (not the bucket's own directory)
+	wd         int32 // its inotify watch (dirwatch.go), -1 if none
+	elem       *list.Element
 }
 
 type dirCache struct {
@@ -101,16 +103,20 @@ type dirCache struct {
 	entries int
 	read    atomic.Int64 // directory entries read from disk by listings
 	visited atomic.Int64 // snapshot entries and hidden keys listings looked at
+	w       dirWatch     // dirwatch.go
 }
 
 func (c *dirCache) get(path string, stamp dirStamp) *dirSnap {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drain()
 	s := c.m[path]
 	if s == nil {
 		return nil
 	}
-	if s.stamp != stamp {
+	// A watched snapshot is kept current by its watch: only the directory's
+	// identity must match. Any other needs the same stamp.
+	if s.wd >= 0 && (s.stamp.dev != stamp.dev || s.stamp.ino != stamp.ino) || s.wd < 0 && s.stamp != stamp {
 		c.drop(s)
 		return nil
 	}
@@ -118,30 +124,48 @@ func (c *dirCache) get(path string, stamp dirStamp) *dirSnap {
 	return s
 }
 
+// put caches s. A watched snapshot first gets the changes its watch saw
+// while it was read (dirwatch.go); if its directory already has a watched
+// snapshot, that one is kept: it is current, while s may miss changes
+// whose events were applied to it.
 func (c *dirCache) put(s *dirSnap) {
-	if len(s.items) >= dirCacheBudget {
-		return // bigger than the whole budget: read per page, as before
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if s.wd >= 0 {
+		if old := c.w.wds[s.wd]; old != nil {
+			c.done(s.wd, nil)
+			return
+		}
+		s = c.done(s.wd, s)
+	}
+	if s.items.Len() >= dirCacheBudget {
+		if s.wd >= 0 && c.w.reading[s.wd] == nil {
+			unix.InotifyRmWatch(c.w.fd, uint32(s.wd))
+		}
+		return // bigger than the whole budget: read per page, as before
+	}
 	if c.m == nil {
 		c.m = map[string]*dirSnap{}
 	}
 	if old := c.m[s.path]; old != nil {
 		c.drop(old)
 	}
+	if s.wd >= 0 {
+		c.w.wds[s.wd] = s
+	}
 	s.elem = c.lru.PushFront(s)
 	c.m[s.path] = s
-	c.entries += len(s.items) + 1
+	c.entries += s.items.Len() + 1
 	for c.entries > dirCacheBudget {
 		c.drop(c.lru.Back().Value.(*dirSnap))
 	}
 }
 
 func (c *dirCache) drop(s *dirSnap) {
+	c.unwatch(s)
 	c.lru.Remove(s.elem)
 	delete(c.m, s.path)
-	c.entries -= len(s.items) + 1
+	c.entries -= s.items.Len() + 1
 }
 
 // snapshot returns the sorted entries of the directory at path (ok false
@@ -166,15 +190,22 @@ func (b *Backend) snapshot(path string, withMarker bool) (*dirSnap, bool, error)
 	if s := b.dirs.get(path, stamp); s != nil {
 		return s, true, nil
 	}
+	wd := b.dirs.watch(int(d.Fd()), &st) // before reading: no change after it is missed
 	ents, err := d.ReadDir(-1)
 	b.dirs.read.Add(int64(len(ents)))
 	if err != nil {
+		if wd >= 0 {
+			b.dirs.mu.Lock()
+			b.dirs.done(wd, nil)
+			b.dirs.mu.Unlock()
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, nil // removed (its last object deleted) while we listed
 		}
 		return nil, false, err
 	}
-	s := &dirSnap{path: path, stamp: stamp, items: make([]dirItem, 0, len(ents))}
+	s := &dirSnap{path: path, stamp: stamp, withMarker: withMarker, wd: wd}
+	items := make([]dirItem, 0, len(ents))
 	for _, e := range ents {
 		n := e.Name()
 		if strings.HasPrefix(n, store.ReservedPrefix) {
@@ -185,14 +216,16 @@ func (b *Backend) snapshot(path string, withMarker bool) (*dirSnap, bool, error)
 		}
 		switch {
 		case e.IsDir():
-			s.items = append(s.items, dirItem{sk: n + "/", isDir: true})
+			items = append(items, dirItem{sk: n + "/", isDir: true})
 		case e.Type().IsRegular():
-			s.items = append(s.items, dirItem{sk: n})
+			items = append(items, dirItem{sk: n})
 		}
-		// symlinks, devices, sockets are not objects
+		// symlinks, devices, sockets are not objects (one made later, seen by
+		// the watch, is kept as a file entry; the listing's lstat skips it)
 	}
-	sort.Slice(s.items, func(i, j int) bool { return s.items[i].sk < s.items[j].sk })
-	if stamp.settled(now) {
+	sort.Slice(items, func(i, j int) bool { return items[i].sk < items[j].sk })
+	s.items = newItemList(items)
+	if wd >= 0 || stamp.settled(now) {
 		b.dirs.put(s)
 	}
 	return s, true, nil

@@ -221,12 +221,16 @@ func (l *lister) seekHidden() int {
 // seek is the index of the first item of the directory holding keys dk...
 // that may still produce an entry: past the floor, and not before the
 // prefix (a directory on the way to either is kept: it is walked).
-func (l *lister) seek(items []dirItem, dk string) int {
+func (l *lister) seek(items itemList, dk string) int {
 	first := func(pred func(key string) bool) int {
-		return sort.Search(len(items), func(i int) bool { return pred(dk + items[i].sk) })
+		return items.Search(func(it dirItem) bool { return pred(dk + it.sk) })
 	}
 	contains := func(i int, s string) bool {
-		return i > 0 && items[i-1].isDir && strings.HasPrefix(s, dk+items[i-1].sk)
+		if i == 0 {
+			return false
+		}
+		it := items.At(i - 1)
+		return it.isDir && strings.HasPrefix(s, dk+it.sk)
 	}
 	f := l.floor
 	i := first(func(k string) bool { return k > f.s && !(f.cp && strings.HasPrefix(k, f.s)) })
@@ -259,10 +263,11 @@ func (l *lister) walkDir(dk string) error {
 		}
 	}
 	items := snap.items
-	for i, gen := l.seek(items, dk), l.gen; i < len(items); i++ {
+	n := items.Len()
+	for i, gen := l.seek(items, dk), l.gen; i < n; i++ {
 		if l.gen != gen { // the floor moved: skip what it covers
 			i, gen = max(i, l.seek(items, dk)), l.gen
-			if i >= len(items) {
+			if i >= n {
 				break
 			}
 		}
@@ -272,7 +277,7 @@ func (l *lister) walkDir(dk string) error {
 				return err
 			}
 		}
-		it := items[i]
+		it := items.At(i)
 		key := dk + it.sk
 		if !strings.HasPrefix(key, p) && !strings.HasPrefix(p, key) {
 			if key > p {

@@ -209,6 +209,7 @@ func (b *Backend) lock() (bool, error) {
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.closed)
+		b.dirs.close() // the listing's directory watches (dirwatch.go)
 		if b.lockFile != nil {
 			b.lockFile.Close() // releases the flock
 		}

@@ -239,10 +239,10 @@ func (b *Backend) keyVersionsPage(ctx context.Context, bucket, key, afterID stri
 		return e, e.rec != nil && e.rec.Key == key && verID(e.rec.VersionID) == name
 	}
 	// IDs sort below "null" ('n' is above every hex digit).
-	hexEnd := sort.Search(len(items), func(j int) bool { return items[j].sk >= nullVersion })
+	hexEnd := items.Search(func(it dirItem) bool { return it.sk >= nullVersion })
 	var null verEntry
 	hasNull := false
-	if hexEnd < len(items) && items[hexEnd].sk == nullVersion && nullVersion != curID {
+	if hexEnd < items.Len() && items.At(hexEnd).sk == nullVersion && nullVersion != curID {
 		null, hasNull = entry(nullVersion)
 	}
 	i := hexEnd - 1 // next ID entry, walking down (newer to older)
@@ -251,11 +251,11 @@ func (b *Backend) keyVersionsPage(ctx context.Context, bucket, key, afterID stri
 		switch {
 		case afterID == nullVersion:
 			found = hasNull
-			i = sort.Search(hexEnd, func(j int) bool { return items[j].sk >= fmt.Sprintf("%016x", null.seq()) }) - 1
+			i = sort.Search(hexEnd, func(j int) bool { return items.At(j).sk >= fmt.Sprintf("%016x", null.seq()) }) - 1
 			nullPending = false
 		default:
-			j := sort.Search(hexEnd, func(j int) bool { return items[j].sk >= afterID })
-			if j < hexEnd && items[j].sk == afterID && afterID != curID {
+			j := sort.Search(hexEnd, func(j int) bool { return items.At(j).sk >= afterID })
+			if j < hexEnd && items.At(j).sk == afterID && afterID != curID {
 				_, found = entry(afterID)
 			}
 			i = j - 1
@@ -268,13 +268,13 @@ func (b *Backend) keyVersionsPage(ctx context.Context, bucket, key, afterID stri
 		}
 	}
 	next := func() (string, bool) {
-		for i >= 0 && (items[i].isDir || !validVersionID(items[i].sk)) {
+		for i >= 0 && (items.At(i).isDir || !validVersionID(items.At(i).sk)) {
 			i--
 		}
 		if nullPending {
 			s := int64(-1 << 63)
 			if i >= 0 {
-				s, _ = idSeq(items[i].sk)
+				s, _ = idSeq(items.At(i).sk)
 			}
 			if null.seq() > s {
 				nullPending = false
@@ -284,7 +284,7 @@ func (b *Backend) keyVersionsPage(ctx context.Context, bucket, key, afterID stri
 		if i < 0 {
 			return "", false
 		}
-		name := items[i].sk
+		name := items.At(i).sk
 		i--
 		return name, true
 	}
