@@ -15,7 +15,8 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// Download writes bucket/key to w with parallel ranged GETs of ChunkSize.
+// Download writes bucket/key to w with parallel ranged GETs of ChunkSize
+// (and, at the tail, halves of the ranges left: see rangeDownload).
 // Every GET carries If-Match on the ETag seen first, and every part's
 // length is checked, so an object replaced mid-download is an error, not
 // a mix; a single-GET object with a stored full-object CRC32C/CRC32 has
@@ -85,37 +86,7 @@ func (e *Engine) download1(ctx context.Context, st *stats, bucket, key string, w
 	if size <= chunk {
 		return size, e.getWhole(ctx, st, bucket, key, w, etag, size)
 	}
-	nparts := int((size + chunk - 1) / chunk)
-	err = e.parallel(ctx, nparts, func(ctx context.Context, i int) error {
-		off := int64(i) * chunk
-		n := min(chunk, size-off)
-		buf, err := e.pool.get(ctx)
-		if err != nil {
-			return err
-		}
-		defer e.pool.put(buf)
-		b := buf[:n]
-		rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
-		err = e.do(ctx, st, func(ctx context.Context) error {
-			out, err := e.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &bucket, Key: &key, IfMatch: etag, Range: &rng})
-			if err != nil {
-				return err
-			}
-			defer out.Body.Close()
-			if got := aws.ToString(out.ETag); etag != nil && got != "" && got != *etag {
-				return fmt.Errorf("range %s: ETag %s, want %s: %w", rng, got, *etag, ErrChanged)
-			}
-			return readBody(out.Body, b, aws.ToInt64(out.ContentLength))
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := w.WriteAt(b, off); err != nil {
-			return fmt.Errorf("write local at %d: %w", off, err)
-		}
-		e.progress(n)
-		return nil
-	})
+	err = e.rangeDownload(ctx, st, bucket, key, etag, size, chunk, w)
 	if err != nil {
 		return 0, err
 	}

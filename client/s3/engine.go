@@ -84,6 +84,10 @@ type Config struct {
 	// HTTPClient replaces the engine's own (a pool sized for Parallelism).
 	HTTPClient *http.Client
 
+	// NoTailSplit turns off splitting the ranges left at a download's
+	// tail among idle streams (see rangeDownload); for measuring it.
+	NoTailSplit bool
+
 	// Progress, when set, is told the payload bytes of every part or
 	// chunk once it is safely moved (from many goroutines at once).
 	Progress func(n int64)
@@ -131,6 +135,9 @@ type Engine struct {
 	cfg  Config
 	api  *awss3.Client
 	pool *bufPool
+	// slots bounds a download's ranged GETs in flight to Parallelism
+	// for the whole engine (split ranges hold no buffer of their own).
+	slots chan struct{}
 }
 
 // New builds an engine; it fails if the memory bound is violated.
@@ -165,7 +172,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		o.UsePathStyle = cfg.PathStyle
 	})
-	return &Engine{cfg: cfg, api: api, pool: newBufPool(cfg.Parallelism, cfg.ChunkSize)}, nil
+	return &Engine{cfg: cfg, api: api, pool: newBufPool(cfg.Parallelism, cfg.ChunkSize), slots: make(chan struct{}, cfg.Parallelism)}, nil
 }
 
 // progress reports n bytes done to Config.Progress.

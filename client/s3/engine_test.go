@@ -158,7 +158,8 @@ func TestDownloadToFile(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("file content differs")
 	}
-	if res.Requests != 1+4 || res.LatencyP50Ms <= 0 || res.LatencyP99Ms < res.LatencyP50Ms || res.BandwidthBps <= 0 {
+	// HEAD and 4 ranges, and the halves of ranges split at the tail.
+	if res.Requests < 1+4 || res.LatencyP50Ms <= 0 || res.LatencyP99Ms < res.LatencyP50Ms || res.BandwidthBps <= 0 {
 		t.Errorf("result %+v", res)
 	}
 	j, err := json.Marshal(res)
@@ -275,7 +276,7 @@ func TestRetries(t *testing.T) {
 			if !bytes.Equal(got.buf, data) {
 				t.Fatal("content differs")
 			}
-			if res.Retries != fail || res.Requests != 1+4+fail {
+			if res.Retries != fail || res.Requests < 1+4+fail {
 				t.Errorf("download result %+v", res)
 			}
 			if got := px.Total(); got != int64(2+4+fail+res.Requests) {

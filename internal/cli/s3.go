@@ -107,6 +107,7 @@ func addTransferFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	sizeFlag(fs, "chunk-size", s3client.DefaultChunkSize, "bytes per part and per ranged GET (uploads above it use multipart; at least 5MiB then)")
 	fs.Int("parallel", s3client.DefaultParallelism, "requests in flight: parts of a large file, files of a batch")
+	fs.Bool("tail-split", true, "downloads: once every range has started, an idle stream fetches the second half of the largest range left (false: each range on its one connection to the end)")
 	for _, h := range s3TransferFlagHooks {
 		h(fs)
 	}
@@ -178,6 +179,9 @@ func newS3Session(cmd *cobra.Command, withBar string) (*s3Session, error) {
 		ChunkSize: s.opts.ChunkSize, Parallelism: s.opts.Parallel, MaxMemory: maxMem, Retries: retries,
 		Endpoint: conn.Endpoint, Region: conn.Region, AccessKey: conn.AccessKey, SecretKey: conn.SecretKey,
 		Token: conn.Token, PathStyle: conn.PathStyle, RequestTimeout: cfg.GetDuration("request-timeout"),
+	}
+	if cmd.Flags().Lookup("tail-split") != nil {
+		c.NoTailSplit = !cfg.GetBool("tail-split")
 	}
 	if s.bytes != nil {
 		c.Progress = s.bytes.Add

@@ -57,12 +57,12 @@ func TestS3Cp(t *testing.T) {
 		t.Errorf("upload summary %+v", res)
 	}
 	down := t.TempDir()
-	out, errOut, err = runCLI3(t, "s3", "cp", "s3://cpbucket/dir/src.bin", down, "--endpoint", ep, "--chunk-size", "1MiB", "--parallel", "4")
+	out, errOut, err = runCLI3(t, "s3", "cp", "s3://cpbucket/dir/src.bin", down, "--endpoint", ep, "--chunk-size", "1MiB", "--parallel", "4", "--tail-split=false")
 	if err != nil {
 		t.Fatalf("download: %v\n%s", err, errOut)
 	}
 	if !strings.Contains(out, "17 requests") {
-		t.Errorf("summary line %q (want 1 HEAD + 16 ranged GETs)", out)
+		t.Errorf("summary line %q (want 1 HEAD + 16 ranged GETs: no tail split)", out)
 	}
 	got, err := os.ReadFile(filepath.Join(down, "src.bin"))
 	if err != nil || !bytes.Equal(got, data) {

@@ -17,8 +17,9 @@
 #   down-auto    the same for the download
 #   iperf-N      iperf3 -P N for IPERF_SECS seconds, client to server
 #   iperfR-N     the same, server to client (-R)
-# Env for tristore sides: S3TAIL_ENV (e.g. TRISTORE_S3_NOSPLIT=1) is set
-# for every tristore command of the run.
+#   SIDE+F+G     a tristore side with --F --G added (e.g.
+#                down-8MiB-16+tail-split=false)
+# OURS (default: the first side) is the side the ratios compare with.
 # Rows: payload MiB/s (bytes / wall seconds from start to exit; iperf3:
 # its receiver's bytes / seconds), and the share of the link's rate (12.5
 # MiB/s on realistic: LINK_MIBS). Raw rounds: docs/bench/raw/s3tail-*.jsonl.
@@ -32,7 +33,6 @@ SIZE=${SIZE:-128MiB}
 SIDES=${SIDES:-"iperf-16 iperf-32 up-5MiB-16 up-5MiB-26 down-8MiB-16 down-4MiB-32"}
 IPERF_SECS=${IPERF_SECS:-10}
 LINK_MIBS=${LINK_MIBS:-12.5}
-S3TAIL_ENV=${S3TAIL_ENV:-}
 WORK=""
 cleanup() {
   [ -n "$WORK" ] && [ -s "$WORK/iperf.pid" ] && kill "$(cat "$WORK/iperf.pid")" 2>/dev/null
@@ -60,17 +60,22 @@ SK=benchs3tailsecret0123456789
 
 cat >"$WORK/client.sh" <<'EOS'
 #!/usr/bin/env bash
-# Client namespace. Env: WORK OUT ORDER AK SK IPERF_SECS S3TAIL_ENV
+# Client namespace. Env: WORK OUT ORDER AK SK IPERF_SECS
 set -euo pipefail
 EP=http://192.0.2.2:9000
 export AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK AWS_REGION=us-east-1
-[ -n "$S3TAIL_ENV" ] && export $S3TAIL_ENV
 T="$WORK/tristore"
 "$T" s3 mb s3://bench --endpoint $EP >/dev/null
 tuned_up="" tuned_down=""
 obj=""
-run() { # side kind
-  local s=$1 t0 t1 j
+run() { # side
+  local s=$1 t0 t1 j extra=()
+  if [ "${s#*+}" != "$s" ]; then # side+flag+flag: --flag --flag
+    local f
+    IFS=+ read -ra fl <<<"${s#*+}"
+    for f in "${fl[@]}"; do extra+=("--$f"); done
+    s=${s%%+*}
+  fi
   case $s in
   up-auto | down-auto)
     local d=${s%-auto}
@@ -85,6 +90,7 @@ run() { # side kind
     local rest=${s#*-}
     flags=(--chunk-size "${rest%-*}" --parallel "${rest##*-}") ;;
   esac
+  flags+=("${extra[@]}")
   t0=$(date +%s.%N)
   case $s in
   up-*)
@@ -101,8 +107,8 @@ run() { # side kind
   esac
   t1=$(date +%s.%N)
   case $s in
-  iperf*) python3 -c 'import json,sys; e=json.loads(sys.argv[1])["end"]["sum_received"]; print(sys.argv[2], e["bytes"], e["seconds"], 0)' "$j" "$s" >>"$OUT" ;;
-  *) python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(sys.argv[2], d["bytes"], float(sys.argv[3]) - float(sys.argv[4]), d.get("latency_p99_ms", 0))' "$j" "$s" "$t1" "$t0" >>"$OUT" ;;
+  iperf*) python3 -c 'import json,sys; e=json.loads(sys.argv[1])["end"]["sum_received"]; print(sys.argv[2], e["bytes"], e["seconds"], 0)' "$j" "$1" >>"$OUT" ;;
+  *) python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(sys.argv[2], d["bytes"], float(sys.argv[3]) - float(sys.argv[4]), d.get("latency_p99_ms", 0))' "$j" "$1" "$t1" "$t0" >>"$OUT" ;;
   esac
 }
 for s in $ORDER; do case $s in up-*) run "$s" ;; esac; done
@@ -112,9 +118,10 @@ for s in $ORDER; do case $s in down-*) run "$s" ;; esac; done
 EOS
 chmod +x "$WORK/client.sh"
 
-bench_machine "ROUNDS=$ROUNDS PRESET=$PRESET SIZE=$SIZE SIDES=\"$SIDES\" S3TAIL_ENV=\"$S3TAIL_ENV\" sudo scripts/bench/s3tail.sh" \
+OURS=${OURS:-${SIDES%% *}}
+bench_machine "ROUNDS=$ROUNDS PRESET=$PRESET SIZE=$SIZE SIDES=\"$SIDES\" OURS=$OURS sudo scripts/bench/s3tail.sh" -ours "$OURS" \
   -peer "iperf3=$(iperf3 --version 2>/dev/null | awk 'NR == 1 { print $2 }')" \
-  -note "One object of $SIZE through tristore netem run --preset $PRESET to tristore serve in the server namespace (iperf3 -s beside it). MiB/s: payload bytes / wall seconds from start to exit of the command (iperf3: receiver bytes / seconds, no HTTP). % of link: of $LINK_MIBS MiB/s. Extra env: '${S3TAIL_ENV:-none}'."
+  -note "One object of $SIZE through tristore netem run --preset $PRESET to tristore serve in the server namespace (iperf3 -s beside it). MiB/s: payload bytes / wall seconds from start to exit of the command (iperf3: receiver bytes / seconds, no HTTP). % of link: of $LINK_MIBS MiB/s."
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r" >&2
   rm -rf "$WORK/srv" "$WORK/tune"
@@ -123,7 +130,7 @@ for r in $(seq 1 "$ROUNDS"); do
   : >"$OUT"
   lb=$(bench_load)
   ORDER=$(bench_order "$r" $SIDES)
-  WORK=$WORK OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER IPERF_SECS=$IPERF_SECS S3TAIL_ENV=$S3TAIL_ENV \
+  WORK=$WORK OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER IPERF_SECS=$IPERF_SECS \
     "$WORK/tristore" netem run --preset "$PRESET" \
     --server-cmd "iperf3 -s -D -B 192.0.2.2 -I $WORK/iperf.pid; TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK exec $WORK/tristore serve --data $WORK/srv --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn" \
     --server-ready 192.0.2.2:9000 -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 || bench_fail "round $r failed: $(tail -5 "$WORK/run.log")"
