@@ -7,6 +7,8 @@
 #
 #   sudo scripts/bench/s3client.sh               # ROUNDS=2 PRESETS="ideal realistic" BIG=128MiB
 #   ROUNDS=3 BIG=1GiB sudo scripts/bench/s3client.sh
+#   ROUNDS=3 PRESETS=realistic CASES=c sudo scripts/bench/s3client.sh   # one case only
+#   CLIENTS="tristore-auto tristore-sync rclone-tuned" ...                # some clients only
 #
 # Data (made once, random bytes): (a) 1,000 files of 60,000 B (seed 001
 # Trace 1's shape), (b) 100 files of 2,600,000 B (Trace 2's), (c) one file
@@ -78,11 +80,12 @@ BIGBYTES=$(stat -c %s "$WORK/data/c/big.bin")
 
 AK=benchs3clientkey01
 SK=benchs3clientsecret0123456789
-CLIENTS=(tristore-auto tristore-sync tristore-default rclone-default rclone-tuned s5cmd aws-cli)
+CASES=${CASES:-"a b c"}
+read -ra CLIENTS <<<"${CLIENTS:-tristore-auto tristore-sync tristore-default rclone-default rclone-tuned s5cmd aws-cli}"
 
 cat >"$WORK/client.sh" <<'EOS'
 #!/usr/bin/env bash
-# Runs in the client namespace. Env: WORK ROUND PRESET OUT AK SK ORDER BIGBYTES.
+# Runs in the client namespace. Env: WORK ROUND PRESET OUT AK SK ORDER BIGBYTES CASES.
 set -euo pipefail
 EP=http://192.0.2.2:9000
 # Plain HTTP: no CA bundle is needed, and rclone's SDK refuses to start when
@@ -100,7 +103,7 @@ t0=$(date +%s.%N)
 timeout 300 "$T" s3 tune s3://bench/tune/ --endpoint $EP --tune-dir "$TD" --resample --json >"$WORK/tune.json"
 t1=$(date +%s.%N)
 echo "tune - $(awk "BEGIN { print $t1 - $t0 }") 0" >>"$OUT"
-for c in a b c; do
+for c in $CASES; do
   src="$WORK/data/$c"
   for s in $ORDER; do
     pfx="$c/$s/r$ROUND"
@@ -144,7 +147,7 @@ EOS
 chmod +x "$WORK/client.sh"
 
 TUNED=""
-bench_machine "ROUNDS=$ROUNDS PRESETS=\"$PRESETS\" BIG=$BIG sudo scripts/bench/s3client.sh" -ours tristore-auto \
+bench_machine "ROUNDS=$ROUNDS PRESETS=\"$PRESETS\" BIG=$BIG CASES=\"$CASES\" CLIENTS=\"${CLIENTS[*]}\" sudo scripts/bench/s3client.sh" -ours tristore-auto \
   -peer "rclone=$(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }')" \
   -peer "s5cmd=$(s5cmd version 2>/dev/null)" \
   -peer "aws-cli=$(aws --version 2>&1 | awk '{ print $1 }' | cut -d/ -f2)" \
@@ -162,13 +165,16 @@ for r in $(seq 1 "$ROUNDS"); do
     : >"$OUT"
     lb=$(bench_load)
     ORDER=$(bench_order "$r" "${CLIENTS[@]}")
-    WORK=$WORK ROUND=$r PRESET=$p OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER BIGBYTES=$BIGBYTES \
+    WORK=$WORK ROUND=$r PRESET=$p OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER BIGBYTES=$BIGBYTES CASES=$CASES \
       "$WORK/tristore" netem run --preset "$p" \
       --server-cmd "TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK exec $WORK/tristore serve --data $WORK/srv --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn" \
       --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters.txt" \
       -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 || bench_fail "preset $p round $r failed: $(tail -5 "$WORK/run.log")"
     choice=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["choice"]; print(c["chunk_size"], c["parallel"])' "$WORK/tune.json")
     echo "round $r $p: tuner chose chunk/parallel $choice" >&2
+    # The best parallelism of each chunk-size row: what --auto gives a
+    # directory of small files (its median size's row).
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["outcome"]["profile"]["report"]; print("round", sys.argv[2], sys.argv[3] + ": row parallelism", " ".join("%d:%d" % (x["chunk_size"], x["parallel"]) for x in r["rows"]))' "$WORK/tune.json" "$r" "$p" >&2 || true
     TUNED="$TUNED $p/r$r: $choice;"
     args=()
     while read -r c s secs n bytes; do
