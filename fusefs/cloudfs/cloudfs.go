@@ -362,12 +362,26 @@ func (n *Node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 }
 
 // Flush (each close(2)) uploads what this open wrote, with FlushOnClose.
+// That upload is early write-back, not a promise close(2) makes: the data
+// is already safe in the cache (a killed mount uploads it at the next
+// start). So a close interrupted by a signal (the kernel's INTERRUPT
+// cancels ctx) returns success and leaves the chunks dirty for the
+// write-back, as rclone mount's close does; EINTR there would make cp or
+// an editor report a failure although nothing is lost, and on Linux the
+// descriptor is gone anyway, so a retry cannot help. An upload that
+// fails for another reason is still reported (EIO: the endpoint is down,
+// the manifest changed). fsync(2) keeps EINTR: it promises the bucket.
 func (n *Node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	h, ok := fh.(*handle)
 	if !ok || !n.fsys.opts.FlushOnClose || !h.wrote.Load() {
 		return 0
 	}
-	return n.fsys.errno(n.fsys.st.Flush(ctx, n.ino, false))
+	err := n.fsys.st.Flush(ctx, n.ino, false)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
+		n.fsys.log.Debug("cloudfs: close interrupted; its dirty chunks stay for the write-back", "ino", n.ino, "err", err)
+		return 0
+	}
+	return n.fsys.errno(err)
 }
 
 // Release ends the open.

@@ -555,3 +555,65 @@ func TestCacheFull(t *testing.T) {
 		t.Fatalf("read back: %v", err)
 	}
 }
+
+// TestCloseInterrupted: a close(2) whose flush is interrupted (the kernel
+// cancels the request's context) succeeds, since the data stays dirty in
+// the cache and the write-back uploads it; fsync keeps EINTR. Without
+// FUSE: the node's Flush and Fsync are called as the kernel would.
+func TestCloseInterrupted(t *testing.T) {
+	srv := s3server.Start(t, s3server.Config{AccessKey: testAK, SecretKey: testSK})
+	e, err := engine(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bucket
+	if _, err := e.API().CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: &b}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := chunkstore.Open(context.Background(), storeConfig(e, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+	f, err := New(st, Options{FlushOnClose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Create(chunkstore.RootIno, "f", syscall.S_IFREG|0o644, 0, 0, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("interrupted close "), 40000)
+	if _, err := st.WriteAt(context.Background(), a.Ino, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{fsys: f, ino: a.Ino}
+	h := &handle{}
+	h.wrote.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if e := n.Fsync(ctx, h, 0); e != syscall.EINTR {
+		t.Fatalf("interrupted fsync: %v, want EINTR", e)
+	}
+	if e := n.Flush(ctx, h); e != 0 {
+		t.Fatalf("interrupted close: %v, want success", e)
+	}
+	if s := st.Stats(); s.Uploads != 0 {
+		t.Fatalf("%d uploads by a cancelled flush", s.Uploads)
+	}
+	// The data is still there and goes up with the next write-back.
+	if err := st.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ro := storeConfig(e, t.TempDir())
+	ro.ReadOnly = true
+	st2, err := chunkstore.Open(context.Background(), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close(context.Background())
+	got := make([]byte, len(want))
+	if k, err := st2.ReadAt(context.Background(), a.Ino, got, 0); k != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("after the interrupted close and write-back: %d bytes, %v", k, err)
+	}
+}
