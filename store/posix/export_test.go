@@ -9,3 +9,15 @@ func (b *Backend) ListCounters() (read, visited int64) {
 
 // SetHookBeforeRename makes f run just before every publish rename (nil: none).
 func SetHookBeforeRename(f func(target string)) { hookBeforeRename = f }
+
+// SetHookAfterRename makes f run right after every successful publish
+// rename, before the directory fsyncs (nil: none).
+func SetHookAfterRename(f func(target string)) { hookAfterRename = f }
+
+// SetDirSyncHooks sets the directory group commit's test hooks (dirsync.go;
+// nil: none): join runs, under the committer's lock (it must not block),
+// when a caller joined a round; start just before a round's fsync, and
+// the function it returns just after it.
+func SetDirSyncHooks(join func(dir string), start func(dir string) (done func())) {
+	hookDirSyncJoin, hookDirFsync = join, start
+}

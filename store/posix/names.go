@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tristore/tristore/store"
 )
 
@@ -175,27 +173,6 @@ func randomHex(n int) string {
 	buf := make([]byte, n)
 	rand.Read(buf)
 	return hex.EncodeToString(buf)
-}
-
-// fsyncDir makes a directory's entries (a rename, a new file) durable.
-// (On the bare descriptor: an *os.File would cost an fcntl to wrap it.)
-func fsyncDir(dir string) error {
-	fd, err := openat2(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	for range 100 {
-		if err = unix.Fsync(fd); err != unix.EINTR {
-			break
-		}
-	}
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return &os.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	return nil
 }
 
 // mkdirParents creates dir (inside the bucket directory bdir) and any

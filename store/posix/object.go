@@ -179,6 +179,10 @@ func (b *Backend) publish(f *os.File, target string, changed []string, rec *reco
 // rename, so a test can change the tree at the worst moment.
 var hookBeforeRename func(target string)
 
+// hookAfterRename, set only by tests, runs right after publishMode's
+// rename succeeded, before the directory fsyncs.
+var hookAfterRename func(target string)
+
 // errConflictKept: publishMode found a directory at its target (a prefix
 // of other keys appeared meanwhile) and, as asked, kept the temp file open
 // so the caller can publish it in the hidden area instead.
@@ -284,6 +288,9 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		return fail(err)
 	}
 	f.Close()
+	if hookAfterRename != nil {
+		hookAfterRename(target)
+	}
 	if faultSkip("put-dir") {
 		return st, nil
 	}

@@ -1,0 +1,125 @@
+package posix
+
+import (
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Group commit of directory fsyncs.
+//
+// A directory's fsync makes durable every entry change made in it before
+// the fsync began. So concurrent callers that changed the same directory
+// (PUTs renaming into one prefix, say) need not each fsync it: one fsync
+// that begins after all of their changes covers them all. fsyncDir keeps,
+// per directory path, at most one fsync running and one round waiting:
+//
+//   - with none running, the caller starts a round at once (it leads it);
+//   - while one runs, the caller joins the next round, which will begin
+//     only after the running one ends, so after the caller's change; a
+//     caller never counts on an fsync that was already under way when it
+//     arrived, since that one may have begun before its change;
+//   - when a round ends, one of the next round's members leads it (opens
+//     the directory afresh and fsyncs it) and every member gets its result.
+//
+// So each caller still returns only after an fsync of the directory (by
+// path, opened after the caller arrived, as before) that began after the
+// caller's change and ended without error; what changes is that N callers
+// arriving during one fsync share the next one instead of making N.
+
+// dirSyncs is the process's committer: directory path -> its group.
+var dirSyncs = struct {
+	mu     sync.Mutex
+	groups map[string]*dirGroup
+}{groups: map[string]*dirGroup{}}
+
+// dirGroup is one directory's state; its fields are guarded by dirSyncs.mu.
+type dirGroup struct {
+	cond    *sync.Cond // signalled when a round ends
+	running *dirRound  // the fsync under way, if any
+	next    *dirRound  // the round new callers join, if any
+	refs    int        // callers inside fsyncDir for this directory
+}
+
+type dirRound struct {
+	done bool
+	err  error
+}
+
+// Test hooks (export_test.go), nil in production: hookDirSyncJoin runs when
+// a caller has joined a round (before it waits), hookDirFsync just before a
+// round's fsync begins; the function it returns, just after the fsync ended.
+var (
+	hookDirSyncJoin func(dir string)
+	hookDirFsync    func(dir string) (done func())
+)
+
+// fsyncDir makes a directory's entries (a rename, a new file) durable:
+// it returns after an fsync of dir that began after the call (shared with
+// concurrent callers, see above).
+func fsyncDir(dir string) error {
+	s := &dirSyncs
+	s.mu.Lock()
+	g := s.groups[dir]
+	if g == nil {
+		g = &dirGroup{cond: sync.NewCond(&s.mu)}
+		s.groups[dir] = g
+	}
+	g.refs++
+	if g.next == nil {
+		g.next = &dirRound{}
+	}
+	mine := g.next
+	if hookDirSyncJoin != nil {
+		hookDirSyncJoin(dir)
+	}
+	for !mine.done {
+		if g.running == nil && g.next == mine {
+			// Lead: the round begins now, after every member joined.
+			g.next, g.running = nil, mine
+			s.mu.Unlock()
+			var done func()
+			if hookDirFsync != nil {
+				done = hookDirFsync(dir)
+			}
+			err := fsyncDirNow(dir)
+			if done != nil {
+				done()
+			}
+			s.mu.Lock()
+			mine.err, mine.done = err, true
+			g.running = nil
+			g.cond.Broadcast()
+			break
+		}
+		g.cond.Wait()
+	}
+	g.refs--
+	if g.refs == 0 {
+		delete(s.groups, dir)
+	}
+	s.mu.Unlock()
+	return mine.err
+}
+
+// fsyncDirNow opens dir and fsyncs it (on the bare descriptor: an *os.File
+// would cost an fcntl to wrap it).
+func fsyncDirNow(dir string) error {
+	fd, err := openat2(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	for range 100 {
+		if err = unix.Fsync(fd); err != unix.EINTR {
+			break
+		}
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &os.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}
