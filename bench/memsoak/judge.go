@@ -163,7 +163,7 @@ func (res *Result) Summary() string {
 		fmt.Fprintf(&b, "| %s | 1 | %.1f | %.1f | %.1f | %d | %d | | |\n", name, mib(s.RSSKiB), mib(s.RSSKiB), float64(s.HeapInuse)/(1<<20), s.Goroutines, s.FDs)
 	}
 	one("start (server ready)", res.Start)
-	one("baseline (after warm-up, idle)", res.Baseline)
+	one("baseline (after warm-up, idle, GC)", res.Baseline)
 	for i, q := range res.Quarters {
 		if q.Samples == 0 {
 			continue
@@ -171,8 +171,16 @@ func (res *Result) Summary() string {
 		fmt.Fprintf(&b, "| load, quarter %d | %d | %.1f | %.1f | %.1f | %d–%d | %d–%d | %.0f | %.1f |\n", i+1, q.Samples,
 			mib(q.RSSMedianKiB), mib(q.RSSMaxKiB), float64(q.HeapMedian)/(1<<20), q.GorMin, q.GorMax, q.FDMin, q.FDMax, q.OpsPerSec, q.ConnectsPerSec)
 	}
-	one(fmt.Sprintf("end (idle, %.0f s after the clients stopped)", res.SettleSeconds), res.End)
+	one(fmt.Sprintf("end (idle, GC, %.0f s after the clients stopped)", res.SettleSeconds), res.End)
 	b.WriteString("\n")
+	if n := len(res.Samples); n > 0 {
+		last := res.Samples[n-1]
+		b.WriteString("Clients, whole run (warm-up included):")
+		for _, p := range protoNames {
+			fmt.Fprintf(&b, " %s %d ops, %d connections (%d abrupt closes);", p, last.Ops[p], last.Opened[p], last.Abrupt[p])
+		}
+		b.WriteString("\n\n")
+	}
 	for _, c := range res.Checks {
 		v := "PASS"
 		if !c.Pass {

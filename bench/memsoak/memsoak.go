@@ -14,6 +14,7 @@
 package memsoak
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -60,6 +61,9 @@ type Config struct {
 	Seed uint64
 	// Raw, if set, receives the samples and the result as JSON lines.
 	Raw string
+	// HeapProfile, if set, receives the idle server's heap profile at the
+	// end (after the forced GCs; `go tool pprof -sample_index=inuse_space`).
+	HeapProfile string
 	// Log receives progress lines (nil: none).
 	Log io.Writer
 	// Command and Commit are recorded in the raw file.
@@ -369,7 +373,16 @@ func (r *runner) run(ctx context.Context, sp [nProto]int) (*Result, error) {
 			warm(p, id)
 		}
 	}
-	base, _, err := r.settle(ctx, "baseline", 30*time.Second, nil)
+	if _, _, err := r.settle(ctx, "baseline", 30*time.Second, nil); err != nil {
+		return nil, err
+	}
+	// The baseline and the end are both read after a forced GC, so the
+	// heap in use they show is live data, not garbage of the last requests.
+	if err := r.srv.forceGC(ctx, nil); err != nil {
+		return nil, err
+	}
+	sleep(ctx, time.Second)
+	base, err := r.sample(ctx, "baseline")
 	if err != nil {
 		return nil, err
 	}
@@ -436,7 +449,16 @@ loop:
 		return nil, err
 	}
 	if ok {
-		// Settled: a few more seconds, to see it stays there.
+		// Settled: a forced GC and a few more seconds, to see it stays there.
+		var prof bytes.Buffer
+		if err := r.srv.forceGC(ctx, &prof); err != nil {
+			return nil, err
+		}
+		if cfg.HeapProfile != "" {
+			if err := os.WriteFile(cfg.HeapProfile, prof.Bytes(), 0o644); err != nil {
+				return nil, err
+			}
+		}
 		sleep(ctx, 5*time.Second)
 		if endS, err = r.sample(ctx, "end"); err != nil {
 			return nil, err

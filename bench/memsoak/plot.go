@@ -55,7 +55,7 @@ func (res *Result) Plot(path, title string) error {
 			a.Tick.Label.Font = font.From(sans, 9)
 		}
 		p.Legend.TextStyle.Font = font.From(sans, 9)
-		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.Top, p.Legend.Left = true, false
 		p.Add(plotter.NewGrid())
 		p.Y.Min = 0
 		ymax := 0.0

@@ -196,6 +196,36 @@ func (s *server) goroutineDump(ctx context.Context) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
+// forceGC makes the server collect garbage twice (a heap profile with
+// gc=1 runs runtime.GC first; the second empties what sync.Pools kept in
+// their victim caches through the first), so the heap in use sampled next
+// is live data only. The last profile goes to w if not nil.
+func (s *server) forceGC(ctx context.Context, w io.Writer) error {
+	for i := range 2 {
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+"/debug/pprof/heap?gc=1", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := s.admin.Do(req)
+		if err != nil {
+			return err
+		}
+		dst := io.Discard
+		if i == 1 && w != nil {
+			dst = w
+		}
+		_, err = io.Copy(dst, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return errors.New("GET /debug/pprof/heap?gc=1: " + resp.Status)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fdList lists what the server's descriptors point to (readlink of each
 // /proc/PID/fd entry), sorted, for the report of a leak.
 func fdList(pid int) []string {

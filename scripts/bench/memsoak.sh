@@ -15,8 +15,10 @@
 # tristore and the load command are built from `git archive BENCH_REV`
 # (default HEAD; see lib.sh). Writes docs/bench/raw/memsoak-<time>.jsonl
 # (the samples and the result; kept also when a check fails: a failed soak
-# is a result) and docs/bench/memsoak-<time>.svg (the plot), prints the
-# summary table; exit 1 if a check failed. Extra flags of the command
+# is a result), docs/bench/memsoak-<time>.svg (the plot) and
+# docs/bench/profiles/memsoak-<time>-heap-end.pb.gz (the idle server's heap
+# profile at the end, after a forced GC), prints the
+# summary table (BENCH_RAW_DIR moves both); exit 1 if a check failed. Extra flags of the command
 # (scripts/bench/memsoak/main.go: -think, -churn-min, ...) pass through
 # MEMSOAK_FLAGS. No root needed, no peer: no other server serves S3, NFS
 # and iSCSI from one process.
@@ -37,9 +39,14 @@ bench_start "$WORK"
 stamp=$(basename "$RAW_NEXT" .jsonl)
 out=${BENCH_RAW_DIR:-$BENCH_ROOT/docs/bench/raw}/$stamp.jsonl
 plot=$BENCH_ROOT/docs/bench/$stamp.svg
+heap=$BENCH_ROOT/docs/bench/profiles/$stamp-heap-end.pb.gz
+if [ -n "${BENCH_RAW_DIR:-}" ]; then # a trial run: all elsewhere
+  plot=$BENCH_RAW_DIR/$stamp.svg
+  heap=$BENCH_RAW_DIR/$stamp-heap-end.pb.gz
+fi
 mkdir -p "$WORK/run"
 # shellcheck disable=SC2086 # MEMSOAK_FLAGS is a list of flags
 "$WORK/memsoak" -tristore "$WORK/tristore" -work "$WORK/run" -clients "$CLIENTS" -duration "$DURATION" \
-  -sample "$SAMPLE" -raw "$out" -plot "$plot" -commit "$COMMIT" \
+  -sample "$SAMPLE" -raw "$out" -plot "$plot" -heap "$heap" -commit "$COMMIT" \
   -command "scripts/bench/memsoak.sh $DURATION $CLIENTS $SAMPLE${MEMSOAK_FLAGS:+ (MEMSOAK_FLAGS=$MEMSOAK_FLAGS)}" \
   ${MEMSOAK_FLAGS:-}

@@ -37,6 +37,7 @@ func main() {
 	flag.DurationVar(&cfg.IdleMax, "idle-max", 2*time.Minute, "how long the idle server has to come back to the baseline")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the clients' random choices (default: the clock)")
 	flag.StringVar(&cfg.Raw, "raw", "", "write the samples and the result here (JSON lines)")
+	flag.StringVar(&cfg.HeapProfile, "heap", "", "write the idle server's heap profile at the end here (after a forced GC)")
 	plotPath := flag.String("plot", "", "write an SVG plot of RSS, goroutines and descriptors here")
 	flag.StringVar(&cfg.Commit, "commit", "", "commit of the tristore binary (recorded)")
 	flag.StringVar(&cfg.Command, "command", "", "command line to record (default: this one)")
