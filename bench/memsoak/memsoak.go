@@ -302,7 +302,8 @@ func (r *runner) sample(ctx context.Context, phase string) (Sample, error) {
 }
 
 // settle samples every second until goroutines and descriptors have not
-// changed for 3 s (or max passed) and returns the last sample.
+// changed for 3 s (or max passed), or until done says so, and returns the
+// last sample.
 func (r *runner) settle(ctx context.Context, phase string, max time.Duration, done func(Sample) bool) (Sample, bool, error) {
 	deadline := time.Now().Add(max)
 	var last Sample
@@ -312,7 +313,8 @@ func (r *runner) settle(ctx context.Context, phase string, max time.Duration, do
 		if err != nil {
 			return s, false, err
 		}
-		if i > 0 && s.Goroutines == last.Goroutines && s.FDs == last.FDs {
+		// ±1 goroutine is the scrapes' own connection handling.
+		if i > 0 && abs(s.Goroutines-last.Goroutines) <= 1 && s.FDs == last.FDs {
 			same++
 		} else {
 			same = 0
@@ -501,6 +503,8 @@ func clientIDs(sp [nProto]int) [nProto][]int {
 	}
 	return ids
 }
+
+func abs(x int) int { return max(x, -x) }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 

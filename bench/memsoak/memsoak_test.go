@@ -13,20 +13,20 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestMemSoakShort is the soak in small: 12 clients (4 S3, 2 NFS v3, 2 NFS
-// v4.1, 4 iSCSI) for 40 s, reconnecting every 3-15 operations, one
+// v4.1, 4 iSCSI) for 30 s, reconnecting every 3-15 operations, one
 // reconnect in three abrupt. Afterwards the idle server must be back to
 // its goroutines and descriptors from before the load (within 2 each), and
-// no operation may have failed. RSS is not judged: 40 s is too short for
+// no operation may have failed. RSS is not judged: 30 s is too short for
 // a trend.
 func TestMemSoakShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: a 60 s soak")
+		t.Skip("-short: a 50 s soak")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	bin := testutil.TristoreBin(ctx, t)
 	work := t.TempDir()
-	cfg := Config{Bin: bin, Work: work, Clients: 12, Duration: 40 * time.Second, Sample: 2 * time.Second,
+	cfg := Config{Bin: bin, Work: work, Clients: 12, Duration: 30 * time.Second, Sample: 2 * time.Second,
 		Think: 20 * time.Millisecond, ChurnMinOps: 3, ChurnMaxOps: 15, AbruptEvery: 3, IdleMax: 45 * time.Second,
 		Raw: filepath.Join(work, "samples.jsonl"), Log: testWriter{t}}
 	res, err := Run(ctx, cfg)
