@@ -236,7 +236,9 @@ func (e *Engine) rangeDownload(ctx context.Context, st *stats, bucket, key strin
 		e.progress(int64(len(p.buf)))
 		return nil
 	}
-	for range e.cfg.Parallelism {
+	// Streams: Parallelism, but at most 4 per part, so a batch of small
+	// multipart files does not keep P × P goroutines looking for splits.
+	for range min(int64(e.cfg.Parallelism), 4*nparts) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
