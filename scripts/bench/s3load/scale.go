@@ -170,8 +170,12 @@ func fillOne(p string, attrs map[string][]byte, rec map[string]any) error {
 	}
 	for name, v := range attrs {
 		if name == "user.tristore.meta" {
-			rec["mtime"] = st.Mtim.Nano()
-			v, _ = json.Marshal(rec)
+			r := make(map[string]any, len(rec)+1) // rec is shared by the workers
+			for k, x := range rec {
+				r[k] = x
+			}
+			r["mtime"] = st.Mtim.Nano()
+			v, _ = json.Marshal(r)
 		}
 		if err := unix.Fsetxattr(fd, name, v, 0); err != nil {
 			return fmt.Errorf("setxattr %s %s: %w", p, name, err)
