@@ -1,7 +1,11 @@
 package memsoak
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"math"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -179,7 +183,18 @@ func (res *Result) Summary() string {
 		for _, p := range protoNames {
 			fmt.Fprintf(&b, " %s %d ops, %d connections (%d abrupt closes);", p, last.Ops[p], last.Opened[p], last.Abrupt[p])
 		}
-		b.WriteString("\n\n")
+		b.WriteString("\n")
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, s := range res.Samples {
+			var l float64
+			if _, err := fmt.Sscan(s.Load, &l); err == nil && s.Phase == "load" {
+				lo, hi = math.Min(lo, l), math.Max(hi, l)
+			}
+		}
+		if hi >= lo {
+			fmt.Fprintf(&b, "1-minute load average during the load: %.1f–%.1f.\n", lo, hi)
+		}
+		b.WriteString("\n")
 	}
 	for _, c := range res.Checks {
 		v := "PASS"
@@ -192,4 +207,43 @@ func (res *Result) Summary() string {
 		fmt.Fprintf(&b, "- %s %s: %s\n", v, c.Name, c.Detail)
 	}
 	return b.String()
+}
+
+// ReadRaw reads a raw file written by Run back into its Result (samples
+// included), so the table and the plot can be made again from it.
+func ReadRaw(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res *Result
+	var samples []Sample
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var t struct{ Type string }
+		if err := json.Unmarshal(line, &t); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		switch t.Type {
+		case "sample":
+			var s Sample
+			if err := json.Unmarshal(line, &s); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+			}
+			samples = append(samples, s)
+		case "result":
+			res = &Result{}
+			if err := json.Unmarshal(line, res); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+			}
+		}
+	}
+	if res == nil {
+		return nil, fmt.Errorf("%s: no result line (the run did not finish)", path)
+	}
+	res.Samples = samples
+	res.Start, res.Baseline, res.End = res.StartSample, res.BaselineSample, res.EndSample
+	return res, nil
 }

@@ -41,7 +41,21 @@ func main() {
 	plotPath := flag.String("plot", "", "write an SVG plot of RSS, goroutines and descriptors here")
 	flag.StringVar(&cfg.Commit, "commit", "", "commit of the tristore binary (recorded)")
 	flag.StringVar(&cfg.Command, "command", "", "command line to record (default: this one)")
+	report := flag.String("report", "", "print the table (and with -plot draw the plot) of this raw file again, run nothing")
 	flag.Parse()
+	if *report != "" {
+		res, err := memsoak.ReadRaw(*report)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Print(res.Summary())
+		if *plotPath != "" {
+			if err := res.Plot(*plotPath, flag.Arg(0)); err != nil {
+				fail(err)
+			}
+		}
+		return
+	}
 	if cfg.Command == "" {
 		cfg.Command = strings.Join(os.Args, " ")
 	}
