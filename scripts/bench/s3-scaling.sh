@@ -6,6 +6,8 @@
 #   scripts/bench/s3-scaling.sh [ROUNDS] [SECONDS] [SIZES]
 #        # defaults: 3 rounds, 2 s per operation, sizes "1000 100000"
 #   PAR=4 (parallel requests for PUT/GET/HEAD), REPEAT=5 (requests per LIST page kind)
+#   BENCH_REV: the tristore measured (lib.sh); LOAD_REV (default HEAD): the
+#            commit s3load is built from, the same for a before/after pair
 #   REUSE=1: keep the filled buckets under $BENCH_DIR after the run and use
 #            them again in the next run (a 1,000,000-key fill takes many
 #            minutes here); without it the directory is made afresh and
@@ -17,7 +19,8 @@
 # and nested-N (a0/b0/c0/o0000000...: 1,000 keys per leaf directory), made
 # through S3 and then filled with N empty objects directly on disk (both
 # servers keep an object as a plain file; the metadata xattrs are copied
-# from a probe object each server wrote itself: s3load -scale-fill). Per
+# from a probe object each server wrote itself: s3load -scale-fill). The
+# two servers share each bucket's directory (see below). Per
 # round, per size, per layout, per server (the order rotates by one per
 # round) s3load first times 1,000-key ListObjectsV2 pages REPEAT times
 # each -- the first page, a page from the middle of the key space
@@ -25,8 +28,10 @@
 # ignores start-after alone), the same page each time right after a PUT
 # overwriting one of its keys (the first page after a change to its
 # directory; the PUT is not timed), and for nested keys the middle leaf
-# directory with delimiter "/" -- then PUTs (overwrites), GETs and HEADs random
-# existing keys, PAR in parallel, SECONDS each. A cost that grows with the
+# directory with delimiter "/" -- then PUTs new keys (each in the directory
+# of a random existing key), GETs and HEADs random existing keys, PAR in
+# parallel, SECONDS each, and DELETEs the keys it PUT (all of them, so the
+# bucket is back to N keys). A cost that grows with the
 # bucket shows as a row that moves from one N to the next.
 # Raw rounds: docs/bench/raw/s3-scaling-<time>.jsonl.
 set -euo pipefail
@@ -58,12 +63,19 @@ cleanup() {
 PATH="$PATH:$(go env GOPATH)/bin"
 bench_need_cmd versitygw "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 bench_need_cmd curl "apt-get install curl"
+bench_need_cmd python3 "apt-get install python3"
 
 [ "$REUSE" = 1 ] || rm -rf "$BENCH_DIR"
 rm -rf "$BENCH_DIR/bin"
 mkdir -p "$BENCH_DIR/bin"
 bench_start "$BENCH_DIR/bin"
-(cd "$SRC" && go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load) || bench_fail "cannot build s3load"
+# The client is built from LOAD_REV (default HEAD), not BENCH_REV, so a
+# before/after pair of runs measures two servers with one client.
+LOAD_REV=${LOAD_REV:-HEAD}
+LOAD_COMMIT=$(git -C "$BENCH_ROOT" rev-parse --short=12 "$LOAD_REV^{commit}") || bench_fail "LOAD_REV=$LOAD_REV is not a commit"
+mkdir -p "$BENCH_DIR/bin/loadsrc"
+git -C "$BENCH_ROOT" archive "$LOAD_COMMIT" | tar -x -C "$BENCH_DIR/bin/loadsrc" || bench_fail "git archive $LOAD_COMMIT failed"
+(cd "$BENCH_DIR/bin/loadsrc" && go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load) || bench_fail "cannot build s3load"
 
 wait_http() { # URL PID LOG, bounded: 90 s
   for _ in $(seq 1 450); do
@@ -96,18 +108,35 @@ load() { # server args...
   "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" -label "$s" "$@"
 }
 
+# Both servers serve the same files: versitygw's bucket directory is a
+# symlink to tristore's (tristore refuses symlinks in its tree; versitygw
+# follows them), which carries both servers' bucket xattrs, and every
+# object file carries both servers' object xattrs. That halves the fill
+# (a million files take many minutes here) and makes "same disk" literal.
 # One stamp per filled bucket: with REUSE=1 a fill cut off (or done by an
 # earlier FILL_ONLY=1 run) goes on where it stopped.
 for n in $SIZES; do
   for lay in flat nested; do
+    b=$lay-$n
+    [ -e "$BENCH_DIR/filled-$b" ] && continue
     for s in "${SERVERS[@]}"; do
-      [ -e "$BENCH_DIR/filled-$s-$lay-$n" ] && continue
-      nice -n 10 "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" -label "$s" \
-        -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-fill "$BENCH_DIR/${DATA[$s]}/$lay-$n" >&2 ||
-        bench_fail "$s: filling $lay-$n failed (server log: $BENCH_DIR/$s.log)"
-      sync
-      touch "$BENCH_DIR/filled-$s-$lay-$n"
+      load "$s" -bucket "$b" -scale-create || bench_fail "$s: cannot create bucket $b"
     done
+    python3 - "$BENCH_DIR/${DATA[tristore]}/$b" "$BENCH_DIR/${DATA[versitygw]}/$b" <<'PY' || bench_fail "cannot share bucket $b"
+import os, sys
+t, v = sys.argv[1], sys.argv[2]
+if not os.path.islink(v):
+    for a in os.listxattr(v):
+        os.setxattr(t, a, os.getxattr(v, a))
+    os.rmdir(v)
+    os.symlink(t, v)
+PY
+    nice -n 10 "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[tristore]}" -access "$AK" -secret "$SK" \
+      -bucket "$b" -keys "$n" -layout "$lay" -scale-fill "$BENCH_DIR/${DATA[tristore]}/$b" \
+      -scale-fill-also "http://127.0.0.1:${PORT[versitygw]}" >&2 ||
+      bench_fail "filling $b failed (server logs: $BENCH_DIR/*.log)"
+    sync
+    touch "$BENCH_DIR/filled-$b"
   done
 done
 if [ "${FILL_ONLY:-0}" = 1 ]; then
@@ -118,7 +147,7 @@ fi
 VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
 bench_machine "PAR=$PAR REPEAT=$REPEAT scripts/bench/s3-scaling.sh $ROUNDS $SECS \"$SIZES\"" \
   -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" \
-  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk with each server's own metadata xattrs before the rounds; both data directories on one $(findmnt -no FSTYPE -T "$BENCH_DIR") file system; loopback; client scripts/bench/s3load (aws-sdk-go-v2). Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, the same page right after an untimed PUT overwriting one of its keys, and for nested keys the middle leaf directory with delimiter /), then PUT (overwrite), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms)."
+  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk before the rounds with both servers' metadata xattrs on every file, one directory tree served by both (versitygw's bucket directory is a symlink to tristore's; an object one server overwrites loses the other's xattrs: tristore recomputes the MD5 of such a file once, versitygw shows a default ETag) on $(findmnt -no FSTYPE -T "$BENCH_DIR"); loopback; client scripts/bench/s3load (aws-sdk-go-v2) of commit $LOAD_COMMIT. Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, the same page right after an untimed PUT overwriting one of its keys, and for nested keys the middle leaf directory with delimiter /), then PUT of new keys (each in the directory of a random existing key), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms), then DELETE of the keys PUT (ops/s)."
 
 for r in $(seq 1 "$ROUNDS"); do
   for n in $SIZES; do
@@ -131,7 +160,7 @@ for r in $(seq 1 "$ROUNDS"); do
         [ "$s" = versitygw ] && tok=(-token-is-key)
         lb=$(bench_load)
         load "$s" -bucket "$lay-$n" -keys "$n" -layout "$lay" -scale-list "$kinds" -repeat "$REPEAT" "${tok[@]}" \
-          -scale-ops put,get,head -par "$PAR" -duration "${SECS}s" -json >"$BENCH_DIR/out.json" ||
+          -scale-ops put,get,head,delete -par "$PAR" -duration "${SECS}s" -json >"$BENCH_DIR/out.json" ||
           bench_fail "$s failed on $lay-$n in round $r (server log: $BENCH_DIR/$s.log)"
         f=(-f "LIST first 1,000-key page ms, $n $lay=0.p50_ms" -f "LIST middle 1,000-key page ms, $n $lay=1.p50_ms"
           -f "LIST middle page right after a PUT into it ms, $n $lay=2.p50_ms")
@@ -144,6 +173,7 @@ for r in $(seq 1 "$ROUNDS"); do
           f+=(-f "$op ops/s, $n $lay=$i.ops_per_s" -f "$op p99 ms, $n $lay=$i.p99_ms")
           i=$((i + 1))
         done
+        f+=(-f "DELETE ops/s, $n $lay=$i.ops_per_s")
         bench_record "$r" "$s" "$lb" -json "$BENCH_DIR/out.json" "${f[@]}"
       done
     done

@@ -55,6 +55,8 @@ func main() {
 	flag.IntVar(&scaleKeys, "keys", 0, "scaling mode: objects in the bucket")
 	flag.StringVar(&scaleLayout, "layout", "flat", "scaling mode: flat (o0000123) or nested (a0/b1/c2/o0000123) keys")
 	flag.IntVar(&scaleRepeat, "repeat", 5, "scaling mode: requests per LIST page kind")
+	flag.StringVar(&scaleAlso, "scale-fill-also", "", "scaling mode: with -scale-fill, the endpoint of a second server whose bucket is the same directory (its probe's xattrs are copied too)")
+	flag.BoolVar(&scaleCreate, "scale-create", false, "scaling mode: only create the bucket")
 	flag.BoolVar(&scaleToken, "token-is-key", false, "scaling mode: send the middle page's start key as the continuation token too (versitygw's token is the last key; it ignores start-after alone)")
 	flag.Parse()
 	if *asJSON {
@@ -131,24 +133,12 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 	if ak == "" || sk == "" {
 		return errors.New("set -access and -secret (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)")
 	}
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
+	credAK, credSK = ak, sk
+	cl, err := newClient(endpoint)
+	if err != nil {
+		return err
 	}
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(ak, sk, ""),
-		HTTPClient: &http.Client{Transport: tr}, RetryMaxAttempts: 1}
-	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-		o.UsePathStyle = true
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
-			return v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware(st)
-		})
-	})
+	c := cl
 	ctx := context.Background()
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
 		var ae smithy.APIError
@@ -159,7 +149,7 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 	if fillN > 0 || listN > 0 {
 		return listMode(ctx, c, bucket, label)
 	}
-	if scaleFill != "" || scaleOps != "" || scaleList != "" {
+	if scaleFill != "" || scaleOps != "" || scaleList != "" || scaleCreate {
 		par, err := strconv.Atoi(strings.TrimSpace(strings.Split(pars, ",")[0]))
 		if err != nil || par < 1 {
 			return fmt.Errorf("bad parallelism %q", pars)
@@ -240,6 +230,34 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 	return nil
 }
 
+// credAK and credSK are the credentials of every client (run sets them).
+var credAK, credSK string
+
+// newClient is the S3 client of every mode.
+func newClient(endpoint string) (*s3.Client, error) {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(credAK, credSK, ""),
+		HTTPClient: &http.Client{Transport: tr}, RetryMaxAttempts: 1}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware(st)
+		})
+	}), nil
+}
+
+// errDone from an op ends its worker's phase early (nothing left to do).
+var errDone = errors.New("done")
+
 type result struct {
 	ops, errs int
 	elapsed   time.Duration
@@ -264,7 +282,9 @@ func phase(par int, dur time.Duration, op func(worker, i int) error) result {
 			var first error
 			for i := 0; time.Now().Before(deadline) && i < 10_000_000; i++ {
 				t0 := time.Now()
-				if err := op(w, i); err != nil {
+				if err := op(w, i); err == errDone {
+					break
+				} else if err != nil {
 					errs++
 					if first == nil {
 						first = err

@@ -28,8 +28,10 @@ import (
 //                     directory DIR (much faster than N PUTs), with the
 //                     metadata xattrs the server wrote for a probe object
 //                     PUT through S3 just before;
-//   -scale-ops LIST   measures PUT (overwrite a random existing key), GET
-//                     and HEAD of random existing keys for -duration each;
+//   -scale-ops LIST   measures PUT (a new key, in the directory of a random
+//                     existing one), GET and HEAD of random existing keys
+//                     for -duration each, and DELETE of the keys PUT made
+//                     (all of them: the bucket is back to N);
 //   -scale-list LIST  times 1,000-key ListObjectsV2 pages, -repeat times
 //                     each: first (the bucket's first page), middle (from
 //                     the middle of the key space), afterput (the middle
@@ -49,6 +51,10 @@ var (
 	scaleLayout string
 	scaleRepeat int
 	scaleToken  bool
+	// scaleAlso is a second server (endpoint URL) sharing the bucket's
+	// directory: -scale-fill also copies the xattrs it writes.
+	scaleAlso   string
+	scaleCreate bool
 )
 
 // scaleKey is the i-th key of the bucket; keys sort in the order of i.
@@ -61,11 +67,22 @@ func scaleKey(layout string, i int) string {
 }
 
 func scaleMode(ctx context.Context, c *s3.Client, bucket, label string, dur time.Duration, par int) error {
+	if scaleCreate {
+		return nil // run created the bucket
+	}
 	if scaleKeys <= 0 || scaleKeys > 1_000_000 || (scaleLayout != "flat" && scaleLayout != "nested") {
 		return errors.New("-keys must be 1..1000000 and -layout flat or nested")
 	}
 	if scaleFill != "" {
-		return fillDisk(ctx, c, bucket, scaleFill)
+		clients := []*s3.Client{c}
+		if scaleAlso != "" {
+			c2, err := newClient(scaleAlso)
+			if err != nil {
+				return err
+			}
+			clients = append(clients, c2)
+		}
+		return fillDisk(ctx, clients, bucket, scaleFill)
 	}
 	for _, kind := range strings.Split(scaleList, ",") {
 		if kind == "" {
@@ -88,28 +105,32 @@ func scaleMode(ctx context.Context, c *s3.Client, bucket, label string, dur time
 
 // fillDisk makes the bucket's N objects as files under dir (a file that
 // exists already, from a fill cut off, gets its xattrs again), each with a
-// copy of the xattrs of a probe object PUT through the server (tristore's
+// copy of the xattrs of a probe object PUT through each server (tristore's
 // record names the file's mtime: it is set to the new file's).
-func fillDisk(ctx context.Context, c *s3.Client, bucket, dir string) error {
-	probe := "zz-scale-probe"
-	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &probe, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)}); err != nil {
-		return fmt.Errorf("probe PUT: %w", err)
-	}
-	pp := filepath.Join(dir, probe)
-	names, err := listXattrs(pp)
-	if err != nil {
-		return err
-	}
+func fillDisk(ctx context.Context, clients []*s3.Client, bucket, dir string) error {
 	attrs := map[string][]byte{}
-	for _, n := range names {
-		v, err := getXattr(pp, n)
+	var names []string
+	for i, c := range clients {
+		probe := fmt.Sprintf("zz-scale-probe-%d", i)
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &probe, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)}); err != nil {
+			return fmt.Errorf("probe PUT: %w", err)
+		}
+		pp := filepath.Join(dir, probe)
+		ns, err := listXattrs(pp)
 		if err != nil {
 			return err
 		}
-		attrs[n] = v
-	}
-	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &probe}); err != nil {
-		return fmt.Errorf("probe DELETE: %w", err)
+		for _, n := range ns {
+			v, err := getXattr(pp, n)
+			if err != nil {
+				return err
+			}
+			attrs[n] = v
+			names = append(names, n)
+		}
+		if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &probe}); err != nil {
+			return fmt.Errorf("probe DELETE: %w", err)
+		}
 	}
 	var rec map[string]any
 	if v, ok := attrs["user.tristore.meta"]; ok {
@@ -208,17 +229,40 @@ func getXattr(p, name string) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// scaleOp runs one operation on random existing keys for dur.
+// putKeys are the keys the last "put" phase made; "delete" removes them.
+var putKeys []string
+
+// newKey is a key the bucket does not hold: in the directory of existing
+// key i, after all of the listed keys of that directory.
+func newKey(label string, i, w, n int) string {
+	k := scaleKey(scaleLayout, i)
+	return fmt.Sprintf("%szz-put-%s-w%02d-%07d", k[:strings.LastIndexByte(k, '/')+1], label, w, n)
+}
+
+// scaleOp runs one operation for dur: put makes new keys (each in the
+// directory of a random existing key), get and head read random existing
+// keys, delete removes the keys put made (so the bucket is back to N).
 func scaleOp(ctx context.Context, c *s3.Client, bucket, label, op string, dur time.Duration, par int) error {
-	var f func(k string) error
+	rngs := make([]*rand.Rand, par)
+	for w := range rngs {
+		rngs[w] = rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+	}
+	var mu sync.Mutex
+	var f func(w, i int) error
 	switch op {
 	case "put":
-		f = func(k string) error {
+		putKeys = nil
+		f = func(w, i int) error {
+			k := newKey(label, rngs[w].IntN(scaleKeys), w, i)
 			_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &k, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)})
+			mu.Lock()
+			putKeys = append(putKeys, k) // also a failed one: delete tries it
+			mu.Unlock()
 			return err
 		}
 	case "get":
-		f = func(k string) error {
+		f = func(w, i int) error {
+			k := scaleKey(scaleLayout, rngs[w].IntN(scaleKeys))
 			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &k})
 			if err != nil {
 				return err
@@ -231,21 +275,31 @@ func scaleOp(ctx context.Context, c *s3.Client, bucket, label, op string, dur ti
 			return err
 		}
 	case "head":
-		f = func(k string) error {
+		f = func(w, i int) error {
+			k := scaleKey(scaleLayout, rngs[w].IntN(scaleKeys))
 			out, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &k})
 			if err == nil && aws.ToInt64(out.ContentLength) != 0 {
 				err = fmt.Errorf("HEAD %s: length %d, want 0", k, aws.ToInt64(out.ContentLength))
 			}
 			return err
 		}
+	case "delete":
+		keys := putKeys
+		var next atomic.Int64
+		f = func(w, i int) error {
+			j := int(next.Add(1)) - 1
+			if j >= len(keys) {
+				return errDone
+			}
+			_, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &keys[j]})
+			return err
+		}
+		// All of them, however long it takes (at most 10 minutes).
+		dur = 10 * time.Minute
 	default:
 		return fmt.Errorf("unknown op %q", op)
 	}
-	rngs := make([]*rand.Rand, par)
-	for w := range rngs {
-		rngs[w] = rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-	}
-	res := phase(par, dur, func(w, i int) error { return f(scaleKey(scaleLayout, rngs[w].IntN(scaleKeys))) })
+	res := phase(par, dur, f)
 	report(nil, label, strings.ToUpper(op), fmt.Sprintf("%d-%s", scaleKeys, scaleLayout), par, 0, res)
 	return nil
 }
