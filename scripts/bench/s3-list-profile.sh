@@ -26,7 +26,7 @@ PID=""
 cleanup() {
   if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
 }
-[ -e "$BENCH_DIR/filled-tristore-flat-$KEYS" ] || bench_fail "no filled flat-$KEYS bucket under $BENCH_DIR: run REUSE=1 scripts/bench/s3-scaling.sh with that size first"
+[ -e "$BENCH_DIR/filled-flat-$KEYS" ] || bench_fail "no filled flat-$KEYS bucket under $BENCH_DIR: run REUSE=1 scripts/bench/s3-scaling.sh with that size first"
 W="$BENCH_DIR/prof-$LABEL"
 rm -rf "$W"
 mkdir -p "$W"
