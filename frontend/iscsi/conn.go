@@ -40,6 +40,10 @@ type conn struct {
 	textMu      sync.Mutex
 	textPending map[uint32][]byte // continued Text Responses by TTT
 
+	// placed is the buffer placeDataOut read the last write command's
+	// immediate data into (reader goroutine only).
+	placed []byte
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -88,6 +92,7 @@ func (c *conn) serve() {
 // do not ignore SIGPIPE (libiscsi's test tool among them).
 func (c *conn) drain() {
 	c.cancel()
+	c.flushOut(drainTime)
 	tc, ok := c.nc.(*net.TCPConn)
 	if !ok {
 		return
@@ -135,6 +140,7 @@ func (c *conn) shutdown(d time.Duration) {
 		waitTimeout(&c.taskWG, d)
 	}
 	c.cancel()
+	c.flushOut(5 * time.Second)
 	c.nc.Close()
 }
 
@@ -162,8 +168,16 @@ const writeTimeout = 60 * time.Second
 // time. status says whether the PDU carries status (and so consumes a
 // StatSN); other PDUs carry the current StatSN without advancing it.
 func (c *conn) send(p *wire.PDU, status bool) error {
+	return c.sendPDU(p, status, false)
+}
+
+// sendPDU is send; with queue the PDU is only queued (numbered in order)
+// and goes out with the next flush: the reader queues the answers of the
+// commands it runs itself and flushes them together before it waits for
+// more input (readLoop).
+func (c *conn) sendPDU(p *wire.PDU, status, queue bool) error {
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	err := c.wc.WritePDUFunc(p, func(p *wire.PDU) {
+	prepare := func(p *wire.PDU) {
 		if c.sess != nil {
 			p.ExpCmdSN, p.MaxCmdSN = c.sess.sn()
 		}
@@ -174,11 +188,26 @@ func (c *conn) send(p *wire.PDU, status bool) error {
 		case p.Opcode != wire.OpDataIn:
 			p.StatSN = c.statSN // R2T, NOP-In ping: current value, not consumed
 		}
-	})
+	}
+	var err error
+	if queue {
+		err = c.wc.QueuePDUFunc(p, prepare)
+	} else {
+		err = c.wc.WritePDUFunc(p, prepare)
+	}
 	if err != nil {
 		c.nc.Close() // a failed write leaves the stream unusable
 	}
 	return err
+}
+
+// flushOut writes what the reader queued, waiting at most d for a flush
+// in progress: used before the connection is closed or half-closed, so
+// that answers already given (a Logout Response, a Reject, a task
+// management response) are not cut off.
+func (c *conn) flushOut(d time.Duration) {
+	c.nc.SetWriteDeadline(time.Now().Add(d))
+	c.wc.Drain()
 }
 
 // reject answers a PDU with Reject, quoting its header.
@@ -192,6 +221,7 @@ func (c *conn) reject(p *wire.PDU, reason uint8) error {
 // connection is dropped; other connections and sessions are unaffected).
 func (c *conn) readLoop() error {
 	for {
+		c.placed = nil
 		p, err := c.wc.ReadPDUPlaced(c.placeDataOut)
 		c.lastRecv.Store(time.Now().UnixNano())
 		switch {
@@ -220,6 +250,14 @@ func (c *conn) readLoop() error {
 		}
 		if err := c.dispatch(p); err != nil {
 			return err
+		}
+		// Answers queued by commands run on this goroutine go out
+		// together, once no complete PDU is waiting to be handled.
+		if !c.wc.PDUBuffered() {
+			if err := c.wc.Flush(); err != nil {
+				c.nc.Close()
+				return err
+			}
 		}
 	}
 }
@@ -349,6 +387,7 @@ func (c *conn) logout(p *wire.PDU) error {
 	if err := c.send(resp, true); err != nil {
 		return err
 	}
+	c.flushOut(writeTimeout)
 	closingSelf := false
 	for _, o := range targets {
 		if o == c {

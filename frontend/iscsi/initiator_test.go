@@ -27,6 +27,12 @@ type testTarget struct {
 
 func startTarget(t *testing.T, cfg Config) *testTarget {
 	t.Helper()
+	return startTargetLn(t, cfg, nil)
+}
+
+// startTargetLn is startTarget with the listener wrapped by wrap (if not nil).
+func startTargetLn(t *testing.T, cfg Config, wrap func(net.Listener) net.Listener) *testTarget {
+	t.Helper()
 	b, err := posix.Open(t.TempDir(), posix.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +53,9 @@ func startTarget(t *testing.T, cfg Config) *testTarget {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	done := make(chan error, 1)
 	sctx, cancel := context.WithCancel(ctx)

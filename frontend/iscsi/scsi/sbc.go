@@ -141,6 +141,23 @@ func (lu *LU) writeLocked(ctx context.Context, p []byte, off int64, fua bool) er
 	return err
 }
 
+// CachedWrite reports whether cdb is a plain WRITE (6, 10, 12 or 16)
+// without FUA while the write cache is on (WCE=1): a write that only goes
+// to the page cache and waits for no disk. The iSCSI transport runs such
+// writes on the connection's reader instead of a goroutine of their own.
+func (lu *LU) CachedWrite(cdb []byte) bool {
+	if len(cdb) == 0 || !lu.wce.Load() {
+		return false
+	}
+	switch cdb[0] {
+	case iscsi.ScsiWrite6:
+		return true
+	case iscsi.ScsiWrite10, iscsi.ScsiWrite12, iscsi.ScsiWrite16:
+		return len(cdb) > 1 && cdb[1]&0x08 == 0
+	}
+	return false
+}
+
 func (lu *LU) write(ctx context.Context, r *Request) *Response {
 	rw, err := iscsi.ParseRW(r.CDB)
 	if err != nil {
