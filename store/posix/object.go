@@ -95,6 +95,14 @@ func (b *Backend) mayBeServed(p string) bool {
 	return ok && !strings.Contains(name, string(filepath.Separator)) && inuse.VolumeName(name)
 }
 
+// writebackEvery: each time this many more bytes of a body are written,
+// fill asks the kernel to start writing them to disk
+// (sync_file_range(SYNC_FILE_RANGE_WRITE): it starts the I/O and does not
+// wait for it, and promises nothing), so the data goes to the disk while
+// the rest of the body arrives and the fsync before the rename has less
+// left to wait for. 0: off.
+var writebackEvery int64 = 2 << 20
+
 // fill copies the body into f, hashing it. size < 0 reads to EOF.
 //
 // It does not use io.ReadFull, which drops an error returned together with
@@ -106,7 +114,11 @@ func (b *Backend) mayBeServed(p string) bool {
 func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash) (int64, error) {
 	buf := getBuf()
 	defer putBuf(buf)
-	var n int64
+	var n, started int64
+	wbFd := -1
+	if writebackEvery > 0 && (size < 0 || size > writebackEvery) {
+		wbFd = int(f.Fd())
+	}
 	for size < 0 || n < size {
 		if err := ctx.Err(); err != nil {
 			return n, err
@@ -125,6 +137,12 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 				return n, fsErr(err)
 			}
 			n += int64(m)
+			if wbFd >= 0 && n-started >= writebackEvery {
+				// Advisory: an error here loses nothing (the fsync
+				// before the rename is the promise).
+				unix.SyncFileRange(wbFd, started, n-started, unix.SYNC_FILE_RANGE_WRITE)
+				started = n
+			}
 		}
 		if rerr == io.EOF {
 			if size >= 0 && n < size {
