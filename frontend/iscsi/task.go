@@ -32,6 +32,7 @@ type task struct {
 	// inline: run on the connection's reader goroutine (see
 	// runInline); its answers are queued and flushed by the reader.
 	inline bool
+	here   atomic.Bool // order runs the command now, on the reader (scsiCommand)
 
 	immLen uint32 // immediate data bytes
 	// unsol is the unsolicited Data-Out (reserved TTT) expected after the
@@ -39,7 +40,7 @@ type task struct {
 	unsol burst
 
 	mu      sync.Mutex
-	bursts  map[uint32]*burst // solicited bursts by TTT
+	bursts  map[uint32]*burst // solicited bursts by TTT (made by the first R2T)
 	r2tSN   uint32
 	dataSNs uint32 // R2T + Data-In PDUs sent (ExpDataSN in the response)
 
@@ -62,6 +63,9 @@ type burst struct {
 	done        chan struct{}
 	closed      bool // done is closed (reader goroutine only)
 }
+
+// closedChan is the done channel of a burst that has nothing to wait for.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // finish marks the burst complete (its final Data-Out arrived).
 func (b *burst) finish() {
@@ -105,7 +109,7 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	t := &task{c: c, itt: p.ITT, lun: p.LUN, cmdSN: p.CmdSN, immediate: p.Immediate, cdb: p.CDB,
 		read: p.Read, write: p.Write, edtl: p.ExpectedDataLength, immLen: imm,
-		bursts: map[uint32]*burst{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), unsol: burst{off: imm, done: make(chan struct{})}}
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), unsol: burst{off: imm}}
 	if p.Write && p.ExpectedDataLength > 0 {
 		if p.ExpectedDataLength <= maxTransfer {
 			if placed := c.placed; imm > 0 && len(placed) > 0 && &placed[0] == &p.Data[0] {
@@ -124,7 +128,9 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 	}
 	c.placed = nil
 	if t.unsol.length == 0 {
-		close(t.unsol.done)
+		t.unsol.done, t.unsol.closed = closedChan, true // nothing unsolicited to wait for
+	} else {
+		t.unsol.done = make(chan struct{})
 	}
 	if !s.addTask(t) {
 		cancel()
@@ -142,20 +148,19 @@ func (c *conn) scsiCommand(p *wire.PDU) error {
 	c.taskWG.Add(1)
 	c.tasksMu.Unlock()
 	t.inline = c.runInline(t, lone)
-	var here atomic.Bool // order runs the command now, on this goroutine
-	here.Store(true)
+	t.here.Store(true)
 	accepted := s.order(p.CmdSN, p.Immediate, func() {
 		if !t.immediate {
 			s.begin() // immediate commands take no window slot
 		}
-		if t.inline && here.Load() {
+		if t.inline && t.here.Load() {
 			t.run()
 		} else {
 			t.inline = false
 			go t.run()
 		}
 	})
-	here.Store(false)
+	t.here.Store(false)
 	if !accepted {
 		// Outside the command window: silently ignored (RFC 7143 §4.2.2.1).
 		c.unregister(t)
@@ -405,6 +410,9 @@ func (t *task) collect() bool {
 			ttt := c.newTTT()
 			b := &burst{off: next, length: l, done: make(chan struct{})}
 			t.mu.Lock()
+			if t.bursts == nil {
+				t.bursts = map[uint32]*burst{}
+			}
 			t.bursts[ttt] = b
 			sn := t.r2tSN
 			t.r2tSN++
