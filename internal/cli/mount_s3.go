@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -63,6 +64,7 @@ func cloudFlags(fs *pflag.FlagSet) {
 	fs.Duration("s3-write-back-age", 30*time.Second, "s3: dirty chunks older than this are uploaded")
 	fs.Duration("s3-write-back-every", 5*time.Second, "s3: how often dirty chunks are checked")
 	fs.Int("s3-prefetch", 0, "s3: prefetch window cap in chunks (0: by chunk size; -1: off)")
+	fs.Int("s3-fetch-parts", chunkstore.DefaultFetchParts, "s3: a chunk download as up to this many ranged GETs in parallel (parts of at least 64KiB); 1: one GET per chunk")
 	fs.Duration("s3-lease-ttl", 60*time.Second, "s3: lease lifetime; another gateway may take over this long after a crash")
 	fs.Duration("s3-request-timeout", 2*time.Minute, "s3: bound on one attempt of one request, body included; an attempt over it is retried")
 }
@@ -88,14 +90,21 @@ func cloudEngine() (*s3client.Engine, error) {
 	case retries == 0:
 		retries = s3client.NoRetries
 	}
+	// The pool keeps a connection for every GET the chunk store may have
+	// in flight (transfers × parts, and the lease and manifest): on a
+	// long link a new connection costs a handshake and a slow start.
+	conns := max(1, cfg.GetInt("s3-parallel"))*max(1, cfg.GetInt("s3-fetch-parts")) + 4
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = conns, conns
 	return s3client.New(s3client.Config{
-		Retries:   retries,
-		Endpoint:  firstSet("s3-endpoint", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-		Region:    firstSet("s3-region", "AWS_REGION", "AWS_DEFAULT_REGION"),
-		AccessKey: firstSet("s3-access-key", "AWS_ACCESS_KEY_ID"),
-		SecretKey: firstSet("s3-secret-key", "AWS_SECRET_ACCESS_KEY"),
-		Token:     os.Getenv("AWS_SESSION_TOKEN"),
-		PathStyle: cfg.GetBool("s3-path-style"),
+		HTTPClient: &http.Client{Transport: tr},
+		Retries:    retries,
+		Endpoint:   firstSet("s3-endpoint", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+		Region:     firstSet("s3-region", "AWS_REGION", "AWS_DEFAULT_REGION"),
+		AccessKey:  firstSet("s3-access-key", "AWS_ACCESS_KEY_ID"),
+		SecretKey:  firstSet("s3-secret-key", "AWS_SECRET_ACCESS_KEY"),
+		Token:      os.Getenv("AWS_SESSION_TOKEN"),
+		PathStyle:  cfg.GetBool("s3-path-style"),
 		// Chunk-sized requests only; the engine's own buffers stay unused.
 		ChunkSize: 1, Parallelism: 1,
 	})
@@ -127,6 +136,7 @@ func chunkConfig(e *s3client.Engine, bucket, prefix, cache string) (chunkstore.C
 	c.WriteBackAge = cfg.GetDuration("s3-write-back-age")
 	c.WriteBackEvery = cfg.GetDuration("s3-write-back-every")
 	c.PrefetchMax = cfg.GetInt("s3-prefetch")
+	c.FetchParts = cfg.GetInt("s3-fetch-parts")
 	c.LeaseTTL = cfg.GetDuration("s3-lease-ttl")
 	c.RequestTimeout = cfg.GetDuration("s3-request-timeout")
 	if c.WriteBackEvery <= 0 || c.WriteBackAge < 0 {

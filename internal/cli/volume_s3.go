@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -188,8 +189,12 @@ func (c *cloudVolumes) Open(ctx context.Context, iqn string) (blockdev.Device, s
 	if err != nil {
 		return nil, "", false, err
 	}
+	// A pool for the chunk store's default 8 transfers × 16 parts.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 8*chunkstore.DefaultFetchParts+4, 8*chunkstore.DefaultFetchParts+4
 	e, err := s3client.New(s3client.Config{Endpoint: cv.Endpoint, Region: cv.Region, AccessKey: firstNonEmpty(cv.AccessKey, os.Getenv("AWS_ACCESS_KEY_ID")),
-		SecretKey: firstNonEmpty(cv.SecretKey, os.Getenv("AWS_SECRET_ACCESS_KEY")), PathStyle: cv.PathStyle, ChunkSize: 1, Parallelism: 1})
+		SecretKey: firstNonEmpty(cv.SecretKey, os.Getenv("AWS_SECRET_ACCESS_KEY")), PathStyle: cv.PathStyle, ChunkSize: 1, Parallelism: 1,
+		HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
 		return nil, "", false, err
 	}

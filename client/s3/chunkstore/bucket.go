@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -141,6 +142,101 @@ func (b *bucket) get(ctx context.Context, key string, buf []byte, limit int64) (
 		return nil
 	})
 	return data, etag, err
+}
+
+// getParts reads a whole object of at most limit bytes into buf like get,
+// as parts ranged GETs in parallel, each of about hint/parts bytes (hint:
+// the length expected), the last one open-ended so that a longer object
+// still comes whole. On a lossy long link one TCP stream spends most of a
+// short transfer in slow start; parts shorten that (scripts/bench/
+// chunkfetch.sh). A part past the object's end (416) counts for nothing.
+// Parts that disagree on the object's length (it was replaced meanwhile)
+// or do not cover it are an error; the caller's hash check catches mixed
+// versions of equal length.
+func (b *bucket) getParts(ctx context.Context, key string, buf []byte, limit, hint int64, parts int) ([]byte, error) {
+	if parts <= 1 || hint <= 0 {
+		data, _, err := b.get(ctx, key, buf, limit)
+		return data, err
+	}
+	if int64(cap(buf)) < limit {
+		buf = make([]byte, limit)
+	}
+	buf = buf[:limit]
+	ps := (hint + int64(parts) - 1) / int64(parts)
+	k := b.key(key)
+	type got struct {
+		n, total int64
+		past     bool // 416: the part starts past the end
+		err      error
+	}
+	res := make([]got, parts)
+	var wg sync.WaitGroup
+	for q := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off := int64(q) * ps
+			rng := fmt.Sprintf("bytes=%d-", off)
+			if q < parts-1 {
+				rng = fmt.Sprintf("bytes=%d-%d", off, off+ps-1)
+			}
+			r := &res[q]
+			r.err = b.do(ctx, func(ctx context.Context) error {
+				r.n, r.total, r.past = 0, 0, false
+				out, err := b.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.name, Key: &k, Range: &rng})
+				var re *smithyhttp.ResponseError
+				if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable {
+					r.past = true
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				defer out.Body.Close()
+				var start, end int64
+				if _, err := fmt.Sscanf(aws.ToString(out.ContentRange), "bytes %d-%d/%d", &start, &end, &r.total); err != nil || start != off || end < start {
+					return fmt.Errorf("get %s %s: answer for range %q", k, rng, aws.ToString(out.ContentRange))
+				}
+				if r.total > limit {
+					return fmt.Errorf("%w: %s has %d bytes, at most %d expected", ErrCorrupt, k, r.total, limit)
+				}
+				n := end - start + 1
+				if _, err := io.ReadFull(out.Body, buf[start:start+n]); err != nil {
+					return fmt.Errorf("get %s %s: %w", k, rng, err)
+				}
+				r.n = n
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	total := int64(-1)
+	for _, r := range res {
+		if r.err != nil {
+			return nil, r.err
+		}
+		if !r.past {
+			if total >= 0 && r.total != total {
+				return nil, fmt.Errorf("get %s: parts report lengths %d and %d (replaced meanwhile)", k, total, r.total)
+			}
+			total = r.total
+		}
+	}
+	if total < 0 { // every part past the end: an empty object
+		data, _, err := b.get(ctx, key, buf, limit)
+		return data, err
+	}
+	for q, r := range res {
+		off := int64(q) * ps
+		want := max(0, min(total, off+ps)-off)
+		if q == parts-1 {
+			want = max(0, total-off)
+		}
+		if (r.past && want > 0) || (!r.past && r.n != want) {
+			return nil, fmt.Errorf("get %s: part %d holds %d bytes of %d (replaced meanwhile?)", k, q, r.n, want)
+		}
+	}
+	return buf[:total], nil
 }
 
 // getRange reads [off, off+len(buf)) of key; a shorter object is an error.

@@ -62,49 +62,56 @@ func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte
 	lk := s.chunkLock(ino, idx)
 	lk.Lock()
 	defer lk.Unlock()
-	s.mu.Lock()
-	in := s.m.Inodes[ino]
-	if in == nil {
-		s.mu.Unlock()
-		return ErrNotExist
-	}
-	var d *dirtyChunk
-	if st := s.st[ino]; st != nil {
-		d = st.dirty[idx]
-	}
-	h := in.Chunks[idx]
-	partial := d != nil && overlaps(d.miss, co, co+int64(len(dst)))
-	s.mu.Unlock()
-	if partial {
-		// A byte this read wants is still only in the base: complete the
-		// chunk (fill returns with the lock held and the chunk whole).
-		if err := s.fill(ctx, ino, idx, lk); err != nil {
-			return err
-		}
+	fetched := false
+	for {
 		s.mu.Lock()
-		d = nil
-		if st := s.st[ino]; st != nil {
-			d = st.dirty[idx]
-		}
-		if in = s.m.Inodes[ino]; in == nil {
+		in := s.m.Inodes[ino]
+		if in == nil {
 			s.mu.Unlock()
 			return ErrNotExist
 		}
-		h = in.Chunks[idx]
-		s.mu.Unlock()
-	}
-	if d != nil {
-		f, err := s.dirtyFile(ino, idx, d)
-		if err != nil {
-			return err
+		var d *dirtyChunk
+		if st := s.st[ino]; st != nil {
+			d = st.dirty[idx]
 		}
-		return readFill(f, dst, co)
+		h := in.Chunks[idx]
+		hint := min(s.cs, in.Size-idx*s.cs)
+		partial := d != nil && overlaps(d.miss, co, co+int64(len(dst)))
+		s.mu.Unlock()
+		switch {
+		case partial:
+			// A byte this read wants is still only in the base: complete
+			// the chunk (fill returns with the lock held and the chunk
+			// whole, so the next turn reads the dirty file).
+			if err := s.fill(ctx, ino, idx, lk); err != nil {
+				return err
+			}
+		case d != nil:
+			f, err := s.dirtyFile(ino, idx, d)
+			if err != nil {
+				return err
+			}
+			return readFill(f, dst, co)
+		case h == "":
+			clear(dst)
+			return nil
+		case !fetched && !s.cache.peek(h):
+			// A miss: fetch without the chunk lock, so that a write to
+			// this chunk meanwhile (the kernel's read-ahead is often in
+			// flight ahead of a writer) does not wait for the network.
+			// Then look again: the chunk may have been written.
+			s.misses.Add(1)
+			fetched = true
+			lk.Unlock()
+			err := s.fetch(ctx, h, hint)
+			lk.Lock()
+			if err != nil {
+				return err
+			}
+		default:
+			return s.readClean(ctx, h, hint, dst, co, !fetched)
+		}
 	}
-	if h == "" {
-		clear(dst)
-		return nil
-	}
-	return s.readClean(ctx, h, dst, co)
 }
 
 // readFill reads dst at off from f; bytes past f's end are zeros.
@@ -117,9 +124,10 @@ func readFill(f *os.File, dst []byte, off int64) error {
 	return nil
 }
 
-// readClean reads from clean chunk h, fetching it when not cached.
-func (s *Store) readClean(ctx context.Context, h string, dst []byte, co int64) error {
-	hit := true
+// readClean reads from clean chunk h, fetching it when not cached (hint:
+// its expected length). hit: a read served from the cache counts as a
+// hit (false: the caller counted a miss and fetched it).
+func (s *Store) readClean(ctx context.Context, h string, hint int64, dst []byte, co int64, hit bool) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		if s.cache.has(h) {
 			f, err := os.Open(s.cache.cleanPath(h))
@@ -150,24 +158,24 @@ func (s *Store) readClean(ctx context.Context, h string, dst []byte, co int64) e
 			s.misses.Add(1)
 			hit = false
 		}
-		if err := s.fetch(ctx, h); err != nil {
+		if err := s.fetch(ctx, h, hint); err != nil {
 			return err
 		}
 	}
 	// The cache could not keep it (dirty data and other readers' chunks
 	// fill it): serve this read from a download of its own.
-	return s.readDirect(ctx, h, dst, co)
+	return s.readDirect(ctx, h, hint, dst, co)
 }
 
 // readDirect downloads chunk h into a transfer buffer, checks it against
 // its name and copies dst from it, without the cache.
-func (s *Store) readDirect(ctx context.Context, h string, dst []byte, co int64) error {
+func (s *Store) readDirect(ctx context.Context, h string, hint int64, dst []byte, co int64) error {
 	buf, err := s.getBuf(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.putBuf(buf)
-	data, _, err := s.b.get(ctx, chunkKey(h), buf, s.cs)
+	data, err := s.getChunk(ctx, h, buf, hint)
 	if err != nil {
 		return fmt.Errorf("get chunk %s: %w", h, err)
 	}
@@ -184,9 +192,18 @@ func (s *Store) readDirect(ctx context.Context, h string, dst []byte, co int64) 
 	return nil
 }
 
-// fetch downloads chunk h into the cache, once however many ask at once.
-// Its bytes must hash to its name; anything else was modified by someone.
-func (s *Store) fetch(ctx context.Context, h string) error {
+// getChunk downloads chunk h into buf, in FetchParts ranged parts when
+// its expected length (hint) allows parts of MinFetchPart or more; the
+// caller checks the hash.
+func (s *Store) getChunk(ctx context.Context, h string, buf []byte, hint int64) ([]byte, error) {
+	parts := int(min(int64(s.cfg.FetchParts), hint/MinFetchPart))
+	return s.b.getParts(ctx, chunkKey(h), buf, s.cs, hint, parts)
+}
+
+// fetch downloads chunk h (hint: its expected length) into the cache,
+// once however many ask at once. Its bytes must hash to its name;
+// anything else was modified by someone.
+func (s *Store) fetch(ctx context.Context, h string, hint int64) error {
 	s.pfMu.Lock()
 	if ch, ok := s.inflight[h]; ok {
 		s.pfMu.Unlock()
@@ -211,7 +228,7 @@ func (s *Store) fetch(ctx context.Context, h string) error {
 		return err
 	}
 	defer s.putBuf(buf)
-	data, _, err := s.b.get(ctx, chunkKey(h), buf, s.cs)
+	data, err := s.getChunk(ctx, h, buf, hint)
 	if errors.Is(err, errNotFound) {
 		return fmt.Errorf("%w: chunk %s is missing from the bucket (deleted by someone else?)", ErrCorrupt, h)
 	}
@@ -264,21 +281,27 @@ func (s *Store) noteRead(ino uint64, first, last int64) {
 	s.mu.Lock()
 	st := s.istate(ino)
 	window := st.advance(first, last, limit)
-	var want []string
+	type chunk struct {
+		h    string
+		hint int64
+	}
+	var want []chunk
 	if in := s.m.Inodes[ino]; in != nil {
 		for idx := last + 1; idx <= last+int64(window) && idx*s.cs < in.Size; idx++ {
+			hint := min(s.cs, in.Size-idx*s.cs)
 			if d := st.dirty[idx]; d != nil {
 				if len(d.miss) > 0 {
-					want = append(want, d.base) // a partial chunk's base
+					want = append(want, chunk{d.base, s.cs}) // a partial chunk's base
 				}
 			} else if h := in.Chunks[idx]; h != "" {
-				want = append(want, h)
+				want = append(want, chunk{h, hint})
 			}
 		}
 	}
 	ctx := s.bgctx
 	s.mu.Unlock()
-	for _, h := range want {
+	for _, c := range want {
+		h := c.h
 		if s.cache.peek(h) {
 			continue
 		}
@@ -294,7 +317,7 @@ func (s *Store) noteRead(ino uint64, first, last int64) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			err := s.fetch(ctx, h)
+			err := s.fetch(ctx, h, c.hint)
 			s.pfMu.Lock()
 			delete(s.pfBusy, h)
 			if err == nil {

@@ -163,10 +163,12 @@ func (s *Store) loadMiss(ino uint64, idx int64) (string, []span, error) {
 func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex) error {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
-		base := ""
+		base, hint := "", int64(0)
 		if st := s.st[ino]; st != nil {
 			if d := st.dirty[idx]; d != nil && len(d.miss) > 0 {
-				base = d.base
+				// The base is at least as long as the missing ranges
+				// reach (the last one open-ended covers a longer one).
+				base, hint = d.base, d.miss[len(d.miss)-1].B
 			}
 		}
 		s.mu.Unlock()
@@ -193,11 +195,11 @@ func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex)
 			var err error
 			if attempt < 2 {
 				s.misses.Add(1)
-				err = s.fetch(ctx, base)
+				err = s.fetch(ctx, base, hint)
 			} else {
 				// The cache cannot keep it (full of dirty data): a
 				// download of its own.
-				data, err = s.download(ctx, base)
+				data, err = s.download(ctx, base, hint)
 			}
 			lk.Lock()
 			if err != nil {
@@ -214,13 +216,13 @@ func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex)
 }
 
 // download fetches chunk h, verified, into a new slice (no cache).
-func (s *Store) download(ctx context.Context, h string) ([]byte, error) {
+func (s *Store) download(ctx context.Context, h string, hint int64) ([]byte, error) {
 	buf, err := s.getBuf(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.putBuf(buf)
-	data, _, err := s.b.get(ctx, chunkKey(h), buf, s.cs)
+	data, err := s.getChunk(ctx, h, buf, hint)
 	if err != nil {
 		return nil, fmt.Errorf("get chunk %s: %w", h, err)
 	}

@@ -43,6 +43,10 @@ const (
 	MinChunkSize     = 4 << 10
 	MaxChunkSize     = 64 << 20
 	DefaultChunkSize = 1 << 20
+	// MinFetchPart is the least a ranged part of a chunk download asks
+	// for; DefaultFetchParts is Config.FetchParts's default.
+	MinFetchPart      = 64 << 10
+	DefaultFetchParts = 16
 )
 
 // Errors. Front ends translate them in one place (fusefs/cloudfs: errno).
@@ -100,6 +104,14 @@ type Config struct {
 	// 001's finding that big chunks suffer from aggressive prefetching);
 	// negative turns prefetching off.
 	PrefetchMax int
+	// FetchParts splits a chunk download into up to that many ranged GETs
+	// in parallel, each at least MinFetchPart bytes (default 16; 1: one
+	// GET per chunk). On the realistic link a 1 MiB object came 5.5×
+	// faster as 16 parallel parts than as one GET (1.2 s: one TCP stream
+	// in slow start and losses; scripts/bench/chunkfetch.sh); see
+	// bucket.getParts. The HTTP client's pool should keep Parallelism ×
+	// FetchParts connections.
+	FetchParts int
 	// LeaseTTL is how long a lease lasts unless renewed (default 60 s;
 	// renewed every third of it).
 	LeaseTTL time.Duration
@@ -237,6 +249,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Parallelism == 0 {
 		cfg.Parallelism = 8
 	}
+	if cfg.FetchParts == 0 {
+		cfg.FetchParts = DefaultFetchParts
+	}
 	if cfg.MaxMemory == 0 {
 		cfg.MaxMemory = 256 << 20
 	}
@@ -262,6 +277,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	switch {
 	case cfg.ChunkSize < MinChunkSize || cfg.ChunkSize > MaxChunkSize:
 		return nil, fmt.Errorf("chunkstore: chunk size %d: want %d..%d", cfg.ChunkSize, MinChunkSize, MaxChunkSize)
+	case cfg.FetchParts < 1 || cfg.FetchParts > 64:
+		return nil, fmt.Errorf("chunkstore: fetch parts %d: want 1..64", cfg.FetchParts)
 	case cfg.Parallelism < 1 || cfg.Parallelism > 1024:
 		return nil, fmt.Errorf("chunkstore: parallelism %d: want 1..1024", cfg.Parallelism)
 	case cfg.WriteBackAge < 0 || cfg.WriteBackEvery < 0 || cfg.LeaseTTL < 3*time.Second:

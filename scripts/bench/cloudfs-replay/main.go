@@ -43,6 +43,7 @@ func main() {
 	seq := flag.Float64("seq", 0.7, "probability an access continues where the last one on that file ended")
 	seed := flag.Uint64("seed", 1, "trace seed")
 	progress := flag.Duration("progress", 10*time.Second, "print progress to stderr this often (0: never)")
+	trace := flag.String("trace", "", "write one line per access to this file: op, file, offset, bytes, ms")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "cloudfs-replay: -dir is required")
@@ -97,6 +98,14 @@ func main() {
 		defer f.Close()
 		fds[i] = f
 	}
+	var tr *os.File
+	if *trace != "" {
+		var err error
+		if tr, err = os.Create(*trace); err != nil {
+			fail(err)
+		}
+		defer tr.Close()
+	}
 	zipf := rand.NewZipf(r, 1.2, 1, uint64(*files-1))
 	cursor := make([]int64, *files)
 	buf := make([]byte, 64<<10)
@@ -124,15 +133,23 @@ func main() {
 			if _, err := fds[i].WriteAt(buf[:n], off); err != nil {
 				fail(err)
 			}
-			wsum += time.Since(t)
+			d := time.Since(t)
+			wsum += d
 			wn++
+			if tr != nil {
+				fmt.Fprintf(tr, "w %d %d %d %.3f\n", i, off, n, float64(d.Microseconds())/1000)
+			}
 		} else {
 			t := time.Now()
 			if _, err := fds[i].ReadAt(buf[:n], off); err != nil {
 				fail(err)
 			}
-			rsum += time.Since(t)
+			d := time.Since(t)
+			rsum += d
 			rn++
+			if tr != nil {
+				fmt.Fprintf(tr, "r %d %d %d %.3f\n", i, off, n, float64(d.Microseconds())/1000)
+			}
 		}
 		cursor[i] = off + n
 	}
