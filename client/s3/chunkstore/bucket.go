@@ -38,6 +38,10 @@ type bucket struct {
 // errNotFound is a missing key (404 / NoSuchKey).
 var errNotFound = errors.New("no such key")
 
+// errRangeAnswer is a ranged GET answered without the Content-Range asked
+// for (a server that ignores ranges).
+var errRangeAnswer = errors.New("unexpected answer to a ranged GET")
+
 // errPrecondition is a conditional request that failed (412).
 var errPrecondition = errors.New("precondition failed")
 
@@ -195,7 +199,7 @@ func (b *bucket) getParts(ctx context.Context, key string, buf []byte, limit, hi
 				defer out.Body.Close()
 				var start, end int64
 				if _, err := fmt.Sscanf(aws.ToString(out.ContentRange), "bytes %d-%d/%d", &start, &end, &r.total); err != nil || start != off || end < start {
-					return fmt.Errorf("get %s %s: answer for range %q", k, rng, aws.ToString(out.ContentRange))
+					return fmt.Errorf("%w: get %s %s: Content-Range %q", errRangeAnswer, k, rng, aws.ToString(out.ContentRange))
 				}
 				if r.total > limit {
 					return fmt.Errorf("%w: %s has %d bytes, at most %d expected", ErrCorrupt, k, r.total, limit)
@@ -210,6 +214,13 @@ func (b *bucket) getParts(ctx context.Context, key string, buf []byte, limit, hi
 		}()
 	}
 	wg.Wait()
+	for _, r := range res {
+		if errors.Is(r.err, errRangeAnswer) {
+			// A server that ignores or garbles ranges: one GET instead.
+			data, _, err := b.get(ctx, key, buf, limit)
+			return data, err
+		}
+	}
 	total := int64(-1)
 	for _, r := range res {
 		if r.err != nil {
