@@ -151,7 +151,13 @@ func s3Worker(ctx context.Context, c *awss3.Client, w int, seed uint64, ops s3Op
 		var do func(context.Context) error
 		switch op := rng.IntN(8); {
 		case op < 3 && ops.put || !ops.multipart && !ops.copy && !ops.del:
-			body = payload(rng.Uint64(), 1+rng.IntN(300<<10))
+			size := 1 + rng.IntN(300<<10)
+			if rng.IntN(8) == 0 {
+				// 1-2 MiB: large enough for the store's O_DIRECT path
+				// (whole chunks direct, the unaligned tail buffered).
+				size = 1<<20 + rng.IntN(1<<20)
+			}
+			body = payload(rng.Uint64(), size)
 			do = func(ctx context.Context) error {
 				_, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String(key), Body: bytes.NewReader(body), Metadata: sumMeta(body)})
 				return err
