@@ -364,7 +364,13 @@ func op4DestroyClientID(c *compound, a nfs4.Args) nfs4.Res {
 	if cl == nil {
 		return &nfs4.StatusRes{Status: nfs4.ErrStaleClientID}
 	}
-	if len(cl.sessions) > 0 || len(cl.owners) > 0 {
+	// Busy only while it holds state (RFC 8881 18.50.3): an owner
+	// without opens or locks left is not state, and is freed with it.
+	busy := len(cl.sessions) > 0
+	for _, o := range cl.owners {
+		busy = busy || len(o.states) > 0
+	}
+	if busy {
 		return &nfs4.StatusRes{Status: nfs4.ErrClientIDBusy}
 	}
 	wasConfirmed := cl.confirmed

@@ -636,9 +636,19 @@ func op4Close(c *compound, a nfs4.Args) nfs4.Res {
 		}
 		s.bump()
 		res.Stateid = s.id()
-		v4.closeState(s)
 		if c.minor >= 1 {
 			res.Stateid = nfs4.Stateid{Seqid: ^uint32(0)} // RFC 8881 18.2.4: the invalid special stateid
+			// 4.1 has no seqid replays (the session's slots answer
+			// retransmissions): nothing of the closed stateid is kept, and
+			// an open owner left without opens is dropped. A client that
+			// takes a fresh owner per OPEN (client/nfs does) otherwise grows
+			// a record per OPEN for as long as it lives (issue 14's soak).
+			v4.removeState(s)
+			if len(o.states) == 0 {
+				delete(o.client.owners, o.key)
+			}
+		} else {
+			v4.closeState(s)
 		}
 	}
 	c.consume(o, args.Seqid, res.Status)

@@ -296,11 +296,20 @@ func (st *v4state) removeClient(cl *v4client) {
 	if len(st.expired) > maxRemembered {
 		clear(st.expired)
 	}
-	for _, o := range cl.owners {
-		for other := range o.states {
-			st.expired[other] = true
+	// One pass over the closed-stateid replay entries for all the
+	// client's owners (removeOwner's own pass per owner is quadratic for
+	// a client with many owners).
+	for other, ow := range st.closed {
+		if ow.client == cl {
+			delete(st.closed, other)
 		}
-		st.removeOwner(o)
+	}
+	for _, o := range cl.owners {
+		for other, s := range o.states {
+			st.expired[other] = true
+			st.removeState(s)
+		}
+		delete(cl.owners, o.key)
 	}
 	for id := range cl.sessions {
 		delete(st.sessions, id)
