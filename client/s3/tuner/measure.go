@@ -363,13 +363,29 @@ warmup:
 	windowAt = time.Now()
 	mu.Unlock()
 	b0, cpu0 := counter(), cpuTime()
-	t := time.NewTimer(window)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	// A window in which not one byte moved is no measurement (a loaded
+	// machine or a stalled link can hold a short window's every request):
+	// it is extended, at most 4 more windows, until bytes have moved, so a
+	// profile check does not read "0 B/s" as drift and re-sample.
+	var b1 int64
+	for ext := 0; ext <= 4; ext++ {
+		t := time.NewTimer(window)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if b1 = counter(); b1 > b0 || ctx.Err() != nil {
+			break
+		}
+		mu.Lock()
+		stuck := errs > 0
+		mu.Unlock()
+		if stuck {
+			break
+		}
 	}
-	t.Stop()
-	b1, cpu1 := counter(), cpuTime()
+	cpu1 := cpuTime()
 	mu.Lock()
 	elapsed := time.Since(windowAt).Seconds()
 	nl := append([]float64(nil), lats...)
