@@ -38,7 +38,10 @@ import (
 
 // Chunk size bounds. The default, 1 MiB, is where seed 001's file system
 // case study (§6.3, Figures 26-29) found the lowest average latency with
-// prefetching; 4 MiB was best without it.
+// prefetching (4 MiB was best without it), and where scripts/bench/
+// cloudfs.sh on the realistic link found it too: level with 256 KiB on
+// reads, ahead of 64 KiB, with 4× fewer objects than 256 KiB
+// (BENCHMARKS.md, "Cloud file system").
 const (
 	MinChunkSize     = 4 << 10
 	MaxChunkSize     = 64 << 20
