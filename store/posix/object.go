@@ -95,14 +95,6 @@ func (b *Backend) mayBeServed(p string) bool {
 	return ok && !strings.Contains(name, string(filepath.Separator)) && inuse.VolumeName(name)
 }
 
-// writebackEvery: each time this many more bytes of a body are written,
-// fill asks the kernel to start writing them to disk
-// (sync_file_range(SYNC_FILE_RANGE_WRITE): it starts the I/O and does not
-// wait for it, and promises nothing), so the data goes to the disk while
-// the rest of the body arrives and the fsync before the rename has less
-// left to wait for. 0: off.
-var writebackEvery int64 = 2 << 20
-
 // directMin: a body of known size at least this large is written with
 // O_DIRECT, whole chunks (copyBufSize) straight from the buffer to the disk
 // and the unaligned tail through the page cache. A buffered write copies
@@ -145,15 +137,15 @@ func setDirect(fd int, on bool) bool {
 func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash) (int64, error) {
 	buf := getBuf()
 	defer putBuf(buf)
-	var n, started int64
-	wbFd := -1
-	if writebackEvery > 0 && (size < 0 || size > writebackEvery) || size >= directMin {
-		wbFd = int(f.Fd())
+	var n int64
+	fd := -1
+	if size >= directMin {
+		fd = int(f.Fd())
 	}
-	direct := size >= directMin && setDirect(wbFd, true)
+	direct := setDirect(fd, true)
 	defer func() {
 		if direct {
-			setDirect(wbFd, false)
+			setDirect(fd, false)
 		}
 	}()
 	for size < 0 || n < size {
@@ -173,13 +165,13 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 			if direct && m%directAlign != 0 {
 				// The tail: buffered (the offset stays aligned, since
 				// every earlier chunk was whole).
-				direct = !setDirect(wbFd, false)
+				direct = !setDirect(fd, false)
 			}
 			k, err := f.Write(chunk[:m])
 			if err != nil && direct && errors.Is(err, syscall.EINVAL) {
 				// The file system refused this direct write (alignment):
 				// the rest goes through the page cache.
-				direct = !setDirect(wbFd, false)
+				direct = !setDirect(fd, false)
 				var k2 int
 				k2, err = f.Write(chunk[k:m])
 				k += k2
@@ -188,12 +180,6 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 				return n, fsErr(err)
 			}
 			n += int64(m)
-			if !direct && wbFd >= 0 && writebackEvery > 0 && n-started >= writebackEvery {
-				// Advisory: an error here loses nothing (the fsync
-				// before the rename is the promise).
-				unix.SyncFileRange(wbFd, started, n-started, unix.SYNC_FILE_RANGE_WRITE)
-				started = n
-			}
 		}
 		if rerr == io.EOF {
 			if size >= 0 && n < size {
