@@ -188,7 +188,12 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 		lk.Unlock()
 		return err
 	}
-	defer s.putBuf(buf)
+	// The buffer goes back before the chunk lock is taken again below:
+	// holding it while waiting for a lock stripe that another uploader
+	// holds while it waits in getBuf would deadlock once every buffer is
+	// held that way.
+	release := sync.OnceFunc(func() { s.putBuf(buf) })
+	defer release()
 	f, err := s.dirtyFile(ino, idx, d)
 	var n int
 	if err == nil && bound > 0 {
@@ -223,6 +228,7 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 			s.upBytes.Add(int64(n))
 		}
 	}
+	release()
 	lk.Lock()
 	defer lk.Unlock()
 	s.mu.Lock()
