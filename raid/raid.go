@@ -469,6 +469,7 @@ func (a *Array) forRows(ctx context.Context, p []byte, off int64, fn func(row, i
 // retry runs op; when it fails on a member, the member is marked failed and
 // op runs again (now degraded), at most n+1 times.
 func (a *Array) retry(ctx context.Context, op func() error) error {
+	var last error
 	for range a.n + 1 {
 		err := op()
 		var me *memberErr
@@ -481,8 +482,9 @@ func (a *Array) retry(ctx context.Context, op func() error) error {
 		if ferr := a.fail(ctx, me.slot, me.err); ferr != nil {
 			return ferr
 		}
+		last = err
 	}
-	return ErrArrayFailed
+	return fmt.Errorf("%w: still failing after %d tries: %v", ErrArrayFailed, a.n+1, last)
 }
 
 // ReadAt reads p at off, reconstructing a failed member's data from parity
