@@ -467,10 +467,18 @@ func (a *Array) forRows(ctx context.Context, p []byte, off int64, fn func(row, i
 }
 
 // retry runs op; when it fails on a member, the member is marked failed and
-// op runs again (now degraded), at most n+1 times.
+// op runs again (now degraded), at most n+1 times for newly failed members.
+// A failure on a member already marked failed is someone else's stale plan
+// (a journal batch fails as a whole: a record planned before the member was
+// marked shares it with records planned after), so it costs a try of its
+// own budget (staleTries) instead: with many groups of one request in
+// flight, n+1 tries in all could be used up by the other groups' stale
+// records while this group's own plan was already degraded.
 func (a *Array) retry(ctx context.Context, op func() error) error {
+	const staleTries = 64
 	var last error
-	for range a.n + 1 {
+	fresh, stale := 0, 0
+	for fresh <= a.n && stale < staleTries {
 		err := op()
 		var me *memberErr
 		if err == nil || !errors.As(err, &me) {
@@ -479,12 +487,20 @@ func (a *Array) retry(ctx context.Context, op func() error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		a.mu.Lock()
+		known := a.failed[me.slot] && me.slot != a.rebuild
+		a.mu.Unlock()
+		if known {
+			stale++
+		} else {
+			fresh++
+		}
 		if ferr := a.fail(ctx, me.slot, me.err); ferr != nil {
 			return ferr
 		}
 		last = err
 	}
-	return fmt.Errorf("%w: still failing after %d tries: %v", ErrArrayFailed, a.n+1, last)
+	return fmt.Errorf("%w: still failing after %d tries: %v", ErrArrayFailed, fresh+stale, last)
 }
 
 // ReadAt reads p at off, reconstructing a failed member's data from parity
