@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,20 +140,13 @@ func procStats(pid int) (rssKiB, hwmKiB int64, fds int, err error) {
 // metrics scrapes the admin endpoint's Prometheus text and returns the
 // gauges named in want (go_goroutines, go_memstats_heap_inuse_bytes, ...).
 func (s *server) metrics(ctx context.Context, want ...string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+"/metrics", nil)
+	body, err := s.adminGet(ctx, "/metrics")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.admin.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
+	defer body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -181,7 +173,18 @@ func (s *server) metrics(ctx context.Context, want ...string) (map[string]float6
 // goroutineDump fetches the server's goroutine profile in text
 // (/debug/pprof/goroutine?debug=1: stacks grouped with counts).
 func (s *server) goroutineDump(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+"/debug/pprof/goroutine?debug=1", nil)
+	body, err := s.adminGet(ctx, "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	return io.ReadAll(body)
+}
+
+// adminGet GETs path from the server's admin endpoint and returns the body
+// of a 200 answer (any other status is an error naming the path).
+func (s *server) adminGet(ctx context.Context, path string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +192,11 @@ func (s *server) goroutineDump(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return nil, errors.New("GET /debug/pprof/goroutine: " + resp.Status)
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return io.ReadAll(resp.Body)
+	return resp.Body, nil
 }
 
 // forceGC makes the server collect garbage twice (a heap profile with
@@ -202,11 +205,7 @@ func (s *server) goroutineDump(ctx context.Context) ([]byte, error) {
 // is live data only. The last profile goes to w if not nil.
 func (s *server) forceGC(ctx context.Context, w io.Writer) error {
 	for i := range 2 {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addrs["admin"]+"/debug/pprof/heap?gc=1", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := s.admin.Do(req)
+		body, err := s.adminGet(ctx, "/debug/pprof/heap?gc=1")
 		if err != nil {
 			return err
 		}
@@ -214,11 +213,8 @@ func (s *server) forceGC(ctx context.Context, w io.Writer) error {
 		if i == 1 && w != nil {
 			dst = w
 		}
-		_, err = io.Copy(dst, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return errors.New("GET /debug/pprof/heap?gc=1: " + resp.Status)
-		}
+		_, err = io.Copy(dst, body)
+		body.Close()
 		if err != nil {
 			return err
 		}
