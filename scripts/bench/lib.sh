@@ -23,6 +23,7 @@
 BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RAW=""
 BT=""
+BENCH_BIN=""
 SRC=""
 COMMIT=""
 
@@ -78,6 +79,7 @@ bench_start() {
   (cd "$SRC" && go build -o "$work/tristore" ./cmd/tristore && go build -o "$work/benchtable" ./internal/benchtable) ||
     bench_fail "go build of $COMMIT failed"
   BT="$work/benchtable"
+  BENCH_BIN=$work
   mkdir -p "$dir"
   RAW_NEXT="$dir/$BENCH_NAME-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 }
@@ -116,4 +118,34 @@ bench_record() {
 bench_table() {
   echo
   (cd "$BENCH_ROOT" && "$BT" table "${RAW#"$BENCH_ROOT"/}")
+}
+
+# bench_wait_http URL PID LOG: until the endpoint answers HTTP at all
+# (bounded: 90 s); fails the run when the server PID exits first.
+bench_wait_http() {
+  for _ in $(seq 1 450); do
+    if curl -s -o /dev/null -m 2 "$1"; then return 0; fi
+    kill -0 "$2" 2>/dev/null || bench_fail "server exited; log $3: $(tail -5 "$3")"
+    sleep 0.2
+  done
+  bench_fail "timeout waiting for $1"
+}
+
+# bench_s3_serve SERVER DATADIR PORT LOG: starts tristore (the binary
+# bench_start built, S3 only) or versitygw (posix backend) in the
+# background on 127.0.0.1:PORT serving DATADIR with the credentials $AK/$SK,
+# output to LOG. $! is the server's PID afterwards (the caller adds it to
+# its PIDS and waits with bench_wait_http).
+bench_s3_serve() {
+  local s=$1 data=$2 port=$3 log=$4
+  case $s in
+  tristore)
+    TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_BIN/tristore" serve --data "$data" \
+      --s3-addr 127.0.0.1:$port --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn >"$log" 2>&1 &
+    ;;
+  versitygw)
+    versitygw --access $AK --secret $SK --port 127.0.0.1:$port --quiet posix "$data" >"$log" 2>&1 &
+    ;;
+  *) bench_fail "bench_s3_serve: unknown server $s" ;;
+  esac
 }

@@ -77,29 +77,12 @@ mkdir -p "$BENCH_DIR/bin/loadsrc"
 git -C "$BENCH_ROOT" archive "$LOAD_COMMIT" | tar -x -C "$BENCH_DIR/bin/loadsrc" || bench_fail "git archive $LOAD_COMMIT failed"
 (cd "$BENCH_DIR/bin/loadsrc" && go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load) || bench_fail "cannot build s3load"
 
-wait_http() { # URL PID LOG, bounded: 90 s
-  for _ in $(seq 1 450); do
-    if curl -s -o /dev/null -m 2 "$1"; then return 0; fi
-    kill -0 "$2" 2>/dev/null || bench_fail "server exited; log $3: $(tail -5 "$3")"
-    sleep 0.2
-  done
-  bench_fail "timeout waiting for $1"
-}
-
 for s in "${SERVERS[@]}"; do
   LOG="$BENCH_DIR/$s.log"
   mkdir -p "$BENCH_DIR/${DATA[$s]}"
-  case $s in
-  tristore)
-    TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_DIR/bin/tristore" serve --data "$BENCH_DIR/${DATA[$s]}" \
-      --s3-addr 127.0.0.1:${PORT[$s]} --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn >"$LOG" 2>&1 &
-    ;;
-  versitygw)
-    versitygw --access $AK --secret $SK --port 127.0.0.1:${PORT[$s]} --quiet posix "$BENCH_DIR/${DATA[$s]}" >"$LOG" 2>&1 &
-    ;;
-  esac
+  bench_s3_serve "$s" "$BENCH_DIR/${DATA[$s]}" ${PORT[$s]} "$LOG"
   PIDS+=($!)
-  wait_http "http://127.0.0.1:${PORT[$s]}/" $! "$LOG"
+  bench_wait_http "http://127.0.0.1:${PORT[$s]}/" $! "$LOG"
 done
 
 load() { # server args...

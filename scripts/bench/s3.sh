@@ -56,26 +56,15 @@ mkdir -p "$BENCH_DIR/bin"
 bench_start "$BENCH_DIR/bin"
 (cd "$SRC" && go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load) || bench_fail "cannot build s3load"
 
-# wait_http URL PID LOG: until the endpoint answers HTTP at all (bounded: 90 s).
-wait_http() {
-  for _ in $(seq 1 450); do
-    if curl -s -o /dev/null -m 2 "$1"; then return 0; fi
-    kill -0 "$2" 2>/dev/null || bench_fail "server exited; log $3: $(tail -5 "$3")"
-    sleep 0.2
-  done
-  bench_fail "timeout waiting for $1"
-}
-
 for s in "${SERVERS[@]}"; do
   LOG="$BENCH_DIR/$s.log"
   case $s in
   tristore)
-    TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_DIR/bin/tristore" serve --data "$BENCH_DIR/tristore-data" \
-      --s3-addr 127.0.0.1:${PORT[$s]} --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn >"$LOG" 2>&1 &
+    bench_s3_serve tristore "$BENCH_DIR/tristore-data" ${PORT[$s]} "$LOG"
     ;;
   versitygw)
     mkdir -p "$BENCH_DIR/vgw-data"
-    versitygw --access $AK --secret $SK --port 127.0.0.1:${PORT[$s]} --quiet posix "$BENCH_DIR/vgw-data" >"$LOG" 2>&1 &
+    bench_s3_serve versitygw "$BENCH_DIR/vgw-data" ${PORT[$s]} "$LOG"
     ;;
   seaweedfs)
     mkdir -p "$BENCH_DIR/weed-data"
@@ -89,7 +78,7 @@ JSON
     ;;
   esac
   PIDS+=($!)
-  wait_http "http://127.0.0.1:${PORT[$s]}/" $! "$LOG"
+  bench_wait_http "http://127.0.0.1:${PORT[$s]}/" $! "$LOG"
 done
 sleep 5 # SeaweedFS registers its volume server after the S3 port is up
 
