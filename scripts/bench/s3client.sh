@@ -77,6 +77,8 @@ with open(f"{root}/c/big.bin", "wb") as f:
         left -= k
 EOF
 BIGBYTES=$(stat -c %s "$WORK/data/c/big.bin")
+if [ "$BIGBYTES" = $((1 << 30)) ]; then BIGNOTE="(c) is one file of 1 GiB, the issue's size."
+else BIGNOTE="(c) is one file of $BIG (the issue asks for 1 GiB; scaled down so the short run fits)."; fi
 
 AK=benchs3clientkey01
 SK=benchs3clientsecret0123456789
@@ -151,7 +153,7 @@ bench_machine "ROUNDS=$ROUNDS PRESETS=\"$PRESETS\" BIG=$BIG CASES=\"$CASES\" CLI
   -peer "rclone=$(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }')" \
   -peer "s5cmd=$(s5cmd version 2>/dev/null)" \
   -peer "aws-cli=$(aws --version 2>&1 | awk '{ print $1 }' | cut -d/ -f2)" \
-  -note "Uploads through tristore netem run --preset P to tristore serve (posix store under $WORK, $(findmnt -no FSTYPE -T "$WORK")) in the server namespace; every client on the same link, data and server in the same run. (c) is one file of $BIG (the issue asks for 1 GiB; scaled down so the short run fits). rclone-tuned's flags were chosen by hand, not searched. The tuner's sampling time is its own row, outside the transfers' times; tristore-auto and tristore-sync use the profile it saved."
+  -note "Uploads through tristore netem run --preset P to tristore serve (posix store under $WORK, $(findmnt -no FSTYPE -T "$WORK")) in the server namespace; every client on the same link, data and server in the same run. $BIGNOTE rclone-tuned's flags were chosen by hand, not searched. The tuner's sampling time is its own row, outside the transfers' times; tristore-auto and tristore-sync use the profile it saved."
 
 declare -A CASE=([a]="(a) 1,000 × 60 KB" [b]="(b) 100 × 2.6 MB" [c]="(c) 1 × $BIG")
 declare -A NFILES=([a]=$A_FILES [b]=$B_FILES [c]=1)
