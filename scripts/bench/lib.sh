@@ -149,3 +149,21 @@ bench_s3_serve() {
   *) bench_fail "bench_s3_serve: unknown server $s" ;;
   esac
 }
+
+# bench_netem_s3 PRESET DATADIR LOG PRE [NETEM FLAGS...] -- CMD [ARGS...]:
+# one `tristore netem run --preset PRESET` whose server namespace runs a
+# fresh, empty tristore serve (S3 only, on 192.0.2.2:9000, store DATADIR,
+# credentials $AK/$SK) after the shell text PRE (empty, or e.g. an iperf3
+# daemon to start beside it, ending in "; "), and whose client namespace
+# runs CMD; everything printed goes to LOG. Returns netem run's status
+# (the caller fails the run with its own message). For s3client.sh and
+# s3tail.sh.
+bench_netem_s3() {
+  local preset=$1 data=$2 log=$3 pre=$4
+  shift 4
+  rm -rf "$data"
+  mkdir -p "$data"
+  "$BENCH_BIN/tristore" netem run --preset "$preset" \
+    --server-cmd "${pre}TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK exec $BENCH_BIN/tristore serve --data $data --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn" \
+    --server-ready 192.0.2.2:9000 "$@" >"$log" 2>&1
+}

@@ -161,17 +161,13 @@ declare -A NBYTES=([a]=$((A_FILES * 60000)) [b]=$((B_FILES * 2600000)) [c]=$BIGB
 for r in $(seq 1 "$ROUNDS"); do
   for p in $PRESETS; do
     echo "round $r: $p" >&2
-    rm -rf "$WORK/srv"
-    mkdir -p "$WORK/srv"
     OUT="$WORK/out-$p-$r.txt"
     : >"$OUT"
     lb=$(bench_load)
     ORDER=$(bench_order "$r" "${CLIENTS[@]}")
     WORK=$WORK ROUND=$r PRESET=$p OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER BIGBYTES=$BIGBYTES CASES=$CASES \
-      "$WORK/tristore" netem run --preset "$p" \
-      --server-cmd "TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK exec $WORK/tristore serve --data $WORK/srv --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn" \
-      --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters.txt" \
-      -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 || bench_fail "preset $p round $r failed: $(tail -5 "$WORK/run.log")"
+      bench_netem_s3 "$p" "$WORK/srv" "$WORK/run.log" "" --counters-file "$WORK/counters.txt" -- "$WORK/client.sh" ||
+      bench_fail "preset $p round $r failed: $(tail -5 "$WORK/run.log")"
     choice=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["choice"]; print(c["chunk_size"], c["parallel"])' "$WORK/tune.json")
     echo "round $r $p: tuner chose chunk/parallel $choice" >&2
     # The best parallelism of each chunk-size row: what --auto gives a

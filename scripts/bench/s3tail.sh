@@ -126,16 +126,14 @@ bench_machine "ROUNDS=$ROUNDS PRESET=$PRESET SIZE=$SIZE SIDES=\"$SIDES\" OURS=$O
   -note "One object of $SIZE through tristore netem run --preset $PRESET to tristore serve in the server namespace (iperf3 -s beside it). MiB/s: payload bytes / wall seconds from start to exit of the command (iperf3: receiver bytes / seconds, no HTTP). % of link: of $LINK_MIBS MiB/s."
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r" >&2
-  rm -rf "$WORK/srv" "$WORK/tune"
-  mkdir -p "$WORK/srv"
+  rm -rf "$WORK/tune"
   OUT="$WORK/out-$r.txt"
   : >"$OUT"
   lb=$(bench_load)
   ORDER=$(bench_order "$r" $SIDES)
   WORK=$WORK OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER IPERF_SECS=$IPERF_SECS \
-    "$WORK/tristore" netem run --preset "$PRESET" \
-    --server-cmd "iperf3 -s -D -B 192.0.2.2 -I $WORK/iperf.pid; TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK exec $WORK/tristore serve --data $WORK/srv --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn" \
-    --server-ready 192.0.2.2:9000 -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 || bench_fail "round $r failed: $(tail -5 "$WORK/run.log")"
+    bench_netem_s3 "$PRESET" "$WORK/srv" "$WORK/run.log" "iperf3 -s -D -B 192.0.2.2 -I $WORK/iperf.pid; " -- "$WORK/client.sh" ||
+    bench_fail "round $r failed: $(tail -5 "$WORK/run.log")"
   [ -s "$WORK/iperf.pid" ] && kill "$(cat "$WORK/iperf.pid")" 2>/dev/null || true
   rm -f "$WORK/iperf.pid"
   while read -r s bytes secs p99; do
