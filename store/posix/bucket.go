@@ -76,7 +76,7 @@ func (b *Backend) CreateBucket(ctx context.Context, bucket, owner string) error 
 	}
 	p := b.bucketPath(bucket)
 	defer b.invalidateBucket(ctx, bucket)
-	if err := os.Mkdir(p, 0o755); err != nil {
+	if err := mkdirNew(p, 0o755); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("%w: %s", store.ErrBucketExists, bucket)
 		}

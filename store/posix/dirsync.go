@@ -57,8 +57,23 @@ var (
 
 // fsyncDir makes a directory's entries (a rename, a new file) durable:
 // it returns after an fsync of dir that began after the call (shared with
-// concurrent callers, see above).
+// concurrent callers, see above), and after fsyncs of the parents of any
+// directory on dir's path that this process made and has not yet made
+// durable (newdirs.go), so the new entry cannot be lost with one of them.
 func fsyncDir(dir string) error {
+	if err := fsyncDirGroup(dir); err != nil {
+		return err
+	}
+	for _, p := range unsettledParents(dir) {
+		if err := fsyncDirGroup(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fsyncDirGroup is the group commit of one directory's fsync (above).
+func fsyncDirGroup(dir string) error {
 	s := &dirSyncs
 	s.mu.Lock()
 	g := s.groups[dir]
@@ -83,9 +98,13 @@ func fsyncDir(dir string) error {
 			if hookDirFsync != nil {
 				done = hookDirFsync(dir)
 			}
+			settle := settleBegin(dir) // new subdirectories this fsync makes durable
 			err := fsyncDirNow(dir)
 			if done != nil {
 				done()
+			}
+			if err == nil {
+				settleEnd(settle)
 			}
 			s.mu.Lock()
 			mine.err, mine.done = err, true

@@ -338,7 +338,7 @@ func mkdirAll(dir string, depth int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := mkdirNew(dir, 0o755); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return changed, nil
 		}

@@ -125,7 +125,7 @@ func (b *Backend) CreateMultipart(ctx context.Context, bucket, key string, meta 
 	if err != nil {
 		return "", err
 	}
-	if err := os.Mkdir(b.uploadDir(id), 0o755); err != nil {
+	if err := mkdirNew(b.uploadDir(id), 0o755); err != nil {
 		return "", fsErr(err)
 	}
 	if err := writeFileAtomic(filepath.Join(b.uploadDir(id), "info.json"), data, true); err != nil {

@@ -202,7 +202,7 @@ func mkdirParents(bdir, dir string) ([]string, error) {
 	// then remove it again before we look: only a non-directory that stays
 	// there is a conflict. Bounded retries.
 	for range 20 {
-		err := os.Mkdir(dir, 0o755)
+		err := mkdirNew(dir, 0o755)
 		if err == nil {
 			return append(changed, parent), nil
 		}
