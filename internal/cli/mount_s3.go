@@ -64,7 +64,7 @@ func cloudFlags(fs *pflag.FlagSet) {
 	fs.Duration("s3-write-back-age", 30*time.Second, "s3: dirty chunks older than this are uploaded")
 	fs.Duration("s3-write-back-every", 5*time.Second, "s3: how often dirty chunks are checked")
 	fs.Int("s3-prefetch", 0, "s3: prefetch window cap in chunks (0: by chunk size; -1: off)")
-	fs.Int("s3-fetch-parts", chunkstore.DefaultFetchParts, "s3: a chunk download as up to this many ranged GETs in parallel (parts of at least 64KiB); 1: one GET per chunk")
+	fs.Int("s3-fetch-parts", chunkstore.DefaultFetchParts, "s3: a chunk download as up to this many ranged GETs in parallel (parts of at least 64KiB); each is a billed request where GETs are billed (AWS): up to this many times the GETs per cache miss; 1: one GET per chunk")
 	fs.Duration("s3-lease-ttl", 60*time.Second, "s3: lease lifetime; another gateway may take over this long after a crash")
 	fs.Duration("s3-request-timeout", 2*time.Minute, "s3: bound on one attempt of one request, body included; an attempt over it is retried")
 }
@@ -201,6 +201,10 @@ func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
 			if werr := os.WriteFile(p, b, 0o644); werr != nil {
 				slog.Warn("mount: stats file", "err", werr)
 			}
+		}
+		if errors.Is(err, chunkstore.ErrBaseLost) {
+			return fmt.Errorf("mount: everything else of %s was uploaded and published, but partly written chunks whose base object is lost stay in %s (not uploaded: see docs/cloudfs.md): %w",
+				u, st.CacheDir(), err)
 		}
 		if err != nil {
 			return fmt.Errorf("mount: final write-back of %s failed; the dirty data stays in %s and is uploaded at the next mount: %w",

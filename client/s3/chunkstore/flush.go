@@ -16,14 +16,22 @@ type chunkRef struct {
 	idx int64
 }
 
-// Sync uploads every dirty chunk and publishes the manifest.
+// Sync uploads every dirty chunk and publishes the manifest. Chunks
+// whose base is lost (ErrBaseLost) stay dirty and do not hold back the
+// rest: everything else is uploaded and published, then Sync returns
+// an error that errors.Is ErrBaseLost (and only then: any other failure
+// comes first and nothing is published).
 func (s *Store) Sync(ctx context.Context) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	if err := s.upload(ctx, s.dirtyChunks(func(uint64, *dirtyChunk) bool { return true })); err != nil {
+	err := s.upload(ctx, s.dirtyChunks(func(uint64, *dirtyChunk) bool { return true }))
+	if err != nil && !errors.Is(err, ErrBaseLost) {
 		return err
 	}
-	return s.publish(ctx)
+	if perr := s.publish(ctx); perr != nil {
+		return perr
+	}
+	return err
 }
 
 // Flush uploads ino's dirty chunks and, with publish, the manifest: what
@@ -54,8 +62,10 @@ func (s *Store) writeBack(ctx context.Context, age time.Duration) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	cut := time.Now().Add(-age)
-	refs := s.dirtyChunks(func(_ uint64, d *dirtyChunk) bool { return !d.since.After(cut) })
-	if err := s.upload(ctx, refs); err != nil {
+	// Chunks whose base is lost wait for writes (or Sync, Flush, the
+	// next Open); the error was logged when it was found.
+	refs := s.dirtyChunks(func(_ uint64, d *dirtyChunk) bool { return !d.since.After(cut) && d.lost == nil })
+	if err := s.upload(ctx, refs); err != nil && !errors.Is(err, ErrBaseLost) {
 		return err
 	}
 	s.mu.Lock()
@@ -109,7 +119,8 @@ func (s *Store) dirtyChunks(keep func(uint64, *dirtyChunk) bool) []chunkRef {
 
 // upload sends the chunks with Parallelism workers (each holding one
 // transfer buffer: the memory bound). All are tried; the first error is
-// returned. The caller holds flushMu.
+// returned, one that is not ErrBaseLost if there is one (else all the
+// ErrBaseLost ones, joined). The caller holds flushMu.
 func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
 	if len(refs) == 0 {
 		return nil
@@ -126,6 +137,7 @@ func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
 	var (
 		mu    sync.Mutex
 		first error
+		lost  []error
 		next  int
 		wg    sync.WaitGroup
 	)
@@ -144,7 +156,10 @@ func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
 				mu.Unlock()
 				if err := s.uploadChunk(ctx, r.ino, r.idx); err != nil {
 					mu.Lock()
-					if first == nil {
+					switch {
+					case errors.Is(err, ErrBaseLost):
+						lost = append(lost, err)
+					case first == nil:
 						first = err
 					}
 					mu.Unlock()
@@ -153,7 +168,10 @@ func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
 		}()
 	}
 	wg.Wait()
-	return first
+	if first != nil {
+		return first
+	}
+	return errors.Join(lost...)
 }
 
 // uploadChunk stores one dirty chunk (completed from its base if partial)

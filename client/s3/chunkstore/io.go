@@ -290,7 +290,7 @@ func (s *Store) noteRead(ino uint64, first, last int64) {
 		for idx := last + 1; idx <= last+int64(window) && idx*s.cs < in.Size; idx++ {
 			hint := min(s.cs, in.Size-idx*s.cs)
 			if d := st.dirty[idx]; d != nil {
-				if len(d.miss) > 0 {
+				if len(d.miss) > 0 && d.lost == nil {
 					want = append(want, chunk{d.base, s.cs}) // a partial chunk's base
 				}
 			} else if h := in.Chunks[idx]; h != "" {
@@ -489,7 +489,7 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	s.mu.Lock()
 	d.miss = left
 	if len(left) == 0 {
-		d.base = ""
+		d.base, d.lost = "", nil
 	}
 	s.mu.Unlock()
 	if len(left) > maxSpans {
@@ -665,7 +665,7 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 				if err = s.saveMiss(ino, idx, d.base, left); err == nil {
 					s.mu.Lock()
 					if d.miss = left; len(left) == 0 {
-						d.base = ""
+						d.base, d.lost = "", nil
 					}
 					s.mu.Unlock()
 				}

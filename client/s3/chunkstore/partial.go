@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -164,16 +165,24 @@ func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex)
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		base, hint := "", int64(0)
+		var d *dirtyChunk
 		if st := s.st[ino]; st != nil {
-			if d := st.dirty[idx]; d != nil && len(d.miss) > 0 {
+			if d = st.dirty[idx]; d != nil && len(d.miss) > 0 {
 				// The base is at least as long as the missing ranges
 				// reach (the last one open-ended covers a longer one).
 				base, hint = d.base, d.miss[len(d.miss)-1].B
 			}
 		}
+		var lost error
+		if base != "" {
+			lost = d.lost
+		}
 		s.mu.Unlock()
 		if base == "" {
 			return nil
+		}
+		if lost != nil {
+			return lost
 		}
 		if attempt > 8 {
 			return fmt.Errorf("chunk %d of inode %d: its base keeps changing or vanishing from the cache", idx, ino)
@@ -202,6 +211,9 @@ func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex)
 				data, err = s.download(ctx, base, hint)
 			}
 			lk.Lock()
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, errNotFound) {
+				return s.loseBase(ino, idx, d, base, err)
+			}
 			if err != nil {
 				return err
 			}
@@ -270,7 +282,75 @@ func (s *Store) merge(ino uint64, idx int64, base string, data []byte) error {
 		return err
 	}
 	s.mu.Lock()
-	d.miss, d.base = nil, ""
+	d.miss, d.base, d.lost = nil, "", nil
 	s.mu.Unlock()
 	return nil
+}
+
+// loseBase marks partial chunk idx of ino (d, on base) as one whose base
+// is lost (why: missing or not its bytes) and logs it once. Its dirty
+// file and record stay where they are, so nothing written is dropped:
+// the bytes written are read from the file as before, a read of a byte
+// still missing fails, and its upload is refused (it would put zeros
+// where the base was) until writes cover the missing bytes or a
+// truncate or unlink drops them; every Open tries the base again. The
+// caller holds the chunk lock.
+func (s *Store) loseBase(ino uint64, idx int64, d *dirtyChunk, base string, why error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st[ino]
+	if st == nil || st.dirty[idx] != d || d.base != base || len(d.miss) == 0 {
+		return fmt.Errorf("chunk %d of inode %d: its base %s: %w", idx, ino, base, why)
+	}
+	if d.lost != nil {
+		return d.lost
+	}
+	name := s.pathOf(ino)
+	var missing int64
+	for _, m := range d.miss {
+		missing += m.B - m.A
+	}
+	d.lost = fmt.Errorf("%w: %s (inode %d), chunk %d (bytes %d..%d of the file): %d bytes of it were never written here and must come from its base object %s, which is gone (%v); "+
+		"not uploading it (that would put zeros where the base was). The written bytes are kept in %s (missing ranges in %s); "+
+		"reading the other bytes fails until they are written again, or truncate or remove the file to drop them",
+		ErrBaseLost, name, ino, idx, idx*s.cs, (idx+1)*s.cs, missing, s.b.prefix+chunkKey(base), why,
+		s.dirtyPath(ino, idx), s.partialPath(ino, idx))
+	s.log.Error("chunkstore: a partly written chunk's base object is lost", "file", name, "inode", ino, "chunk", idx,
+		"base", s.b.prefix+chunkKey(base), "kept", s.dirtyPath(ino, idx), "record", s.partialPath(ino, idx), "err", why)
+	return d.lost
+}
+
+// pathOf names ino by a path from the root (for messages), or
+// "inode N" when no directory lists it. The caller holds s.mu.
+func (s *Store) pathOf(ino uint64) string {
+	if s.m.Kind == KindVolume {
+		return "the volume"
+	}
+	var parts []string
+	for cur, hops := ino, 0; cur != RootIno && hops < 4096; hops++ {
+		var dir uint64
+		for dino, din := range s.m.Inodes {
+			for n, e := range din.Ents {
+				if e == cur && n != "." && n != ".." {
+					parts, dir = append(parts, n), dino
+					break
+				}
+			}
+			if dir != 0 {
+				break
+			}
+		}
+		if dir == 0 {
+			return fmt.Sprintf("inode %d", ino)
+		}
+		cur = dir
+	}
+	var b strings.Builder
+	for i := len(parts) - 1; i >= 0; i-- {
+		b.WriteString("/" + parts[i])
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
 }

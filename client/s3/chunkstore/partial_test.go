@@ -3,11 +3,17 @@ package chunkstore
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	s3client "github.com/tristore/tristore/client/s3"
 )
@@ -318,5 +324,114 @@ func TestFetchParts(t *testing.T) {
 	}
 	if n := g.gets.Load(); n != 11 {
 		t.Fatalf("%d chunk GETs from a server that ignores ranges, want 11 (4+1, 4+1, 1)", n)
+	}
+}
+
+// TestPartialLostBase: a gateway killed with a partial chunk whose base
+// object someone else then deletes. The next Open starts anyway (it
+// refused before), uploads and publishes the other recovered chunk, and
+// keeps the lost chunk's written bytes readable and its record on disk;
+// a read that needs the base fails with ErrBaseLost, the upload is
+// refused naming the file and the base (nothing with zeros in the base's
+// place is uploaded), again at the next Open; writing the missing bytes
+// makes the chunk whole and then it uploads.
+func TestPartialLostBase(t *testing.T) {
+	v := newEnv(t)
+	want := seed(t, v, "p", "r")
+	cache := t.TempDir()
+	ctx := context.Background()
+	s, g := gated(t, v, cache)
+	p, r := lookup(t, s, "p"), lookup(t, s, "r")
+	s.mu.Lock()
+	base := s.m.Inodes[p].Chunks[1]
+	s.mu.Unlock()
+	w1 := randBytes(1, 3000)
+	writeSoon(t, s, p, w1, cs+777)
+	w2 := randBytes(2, 100)
+	writeSoon(t, s, r, w2, 2*cs+10)
+	copy(want["r"][2*cs+10:], w2)
+	s.Abandon()
+	g.release()
+	key := "fs/" + chunkKey(base)
+	if _, err := v.e.API().DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &v.bucket, Key: &key}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // the dead gateway's lease expires
+	s2, err := Open(ctx, v.cfg(cache))
+	if err != nil {
+		t.Fatalf("Open with a partial chunk whose base is gone: %v", err)
+	}
+	t.Cleanup(func() { s2.Close(ctx) })
+	if st := s2.Stats(); st.Recovered != 2 || st.Uploads != 1 {
+		t.Fatalf("recovery: %+v, want 2 dirty chunks found and 1 uploaded", st)
+	}
+	read := func(s *Store, off int64, n int) ([]byte, error) {
+		b := make([]byte, n)
+		_, err := s.ReadAt(ctx, p, b, off)
+		return b, err
+	}
+	if b, err := read(s2, cs+777, len(w1)); err != nil || !bytes.Equal(b, w1) {
+		t.Fatalf("read of the written bytes: %v, same %v", err, bytes.Equal(b, w1))
+	}
+	for _, off := range []int64{0, 2 * cs} {
+		if b, err := read(s2, off, 100); err != nil || !bytes.Equal(b, want["p"][off:off+100]) {
+			t.Fatalf("read at %d (another chunk): %v", off, err)
+		}
+	}
+	for _, off := range []int64{cs, cs + 777 + 3000} {
+		if _, err := read(s2, off, 10); !errors.Is(err, ErrBaseLost) {
+			t.Fatalf("read at %d needing the lost base: %v, want ErrBaseLost", off, err)
+		}
+	}
+	err = s2.Flush(ctx, p, true)
+	if !errors.Is(err, ErrBaseLost) || !strings.Contains(err.Error(), "/p") || !strings.Contains(err.Error(), base) {
+		t.Fatalf("fsync of the file with a lost base: %v, want ErrBaseLost naming /p and %s", err, base)
+	}
+	rec := filepath.Join(s2.CacheDir(), "partial", fmt.Sprintf("%d.1", p))
+	dirty := filepath.Join(s2.CacheDir(), "dirty", fmt.Sprintf("%d.1", p))
+	for _, f := range []string{rec, dirty} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("the lost chunk's %s is gone: %v", f, err)
+		}
+	}
+	// What was published: r's recovered chunk; p's chunk 1 still names
+	// the lost base (no chunk with zeros in its place went up).
+	ro := v.cfg(t.TempDir())
+	ro.ReadOnly, ro.Create = true, false
+	fresh := v.open(ro)
+	if got := readAll(t, fresh, lookup(t, fresh, "r")); !bytes.Equal(got, want["r"]) {
+		t.Fatal("r: a fresh gateway reads different bytes")
+	}
+	fresh.mu.Lock()
+	c1 := fresh.m.Inodes[p].Chunks[1]
+	fresh.mu.Unlock()
+	if c1 != base {
+		t.Fatalf("p's chunk 1 published as %s, want the lost base %s", c1, base)
+	}
+	if err := s2.Close(ctx); !errors.Is(err, ErrBaseLost) {
+		t.Fatalf("Close with a lost base: %v, want ErrBaseLost", err)
+	}
+	// The next Open (no wait: the lease was released) finds it again.
+	s3 := v.open(v.cfg(cache))
+	if b, err := read(s3, cs+777, len(w1)); err != nil || !bytes.Equal(b, w1) {
+		t.Fatalf("after reopening, read of the written bytes: %v", err)
+	}
+	if _, err := read(s3, cs, 10); !errors.Is(err, ErrBaseLost) {
+		t.Fatalf("after reopening, read needing the lost base: %v", err)
+	}
+	// Writing every missing byte makes the chunk whole: it uploads.
+	w3 := randBytes(3, cs)
+	write(t, s3, p, w3, cs)
+	copy(want["p"][cs:], w3)
+	if err := s3.Sync(ctx); err != nil {
+		t.Fatalf("Sync after the missing bytes were written: %v", err)
+	}
+	if _, err := os.Stat(rec); !os.IsNotExist(err) {
+		t.Fatalf("record of the completed chunk: %v", err)
+	}
+	s3.Close(ctx)
+	s4 := v.open(v.cfg(t.TempDir()))
+	if got := readAll(t, s4, lookup(t, s4, "p")); !bytes.Equal(got, want["p"]) {
+		t.Fatal("p: a fresh gateway reads different bytes")
 	}
 }

@@ -78,6 +78,12 @@ var (
 	ErrDenied   = errors.New("access denied")
 	// ErrNoStore: the bucket prefix holds no manifest and Create was not set.
 	ErrNoStore = errors.New("no chunk store at this location")
+	// ErrBaseLost: a partial dirty chunk (partial.go) cannot be completed
+	// because its base object is missing from the bucket or no longer
+	// holds its bytes (someone else deleted or replaced it). Its written
+	// bytes stay in the cache and readable; reads of the other bytes and
+	// its upload fail with this error until they are written again.
+	ErrBaseLost = errors.New("base object of a partly written chunk is lost")
 )
 
 // Config says where a store lives and how it behaves. Zero fields take
@@ -210,6 +216,10 @@ type dirtyChunk struct {
 	f     *os.File
 	base  string
 	miss  []span
+	// lost: the base cannot be had (ErrBaseLost, with the file, object
+	// and cache paths named); fill returns it without asking the bucket
+	// again. Cleared when writes or a truncate leave nothing missing.
+	lost error
 }
 
 func (s *Store) istate(ino uint64) *istate {
@@ -501,7 +511,9 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 	if s.cfg.ReadOnly {
 		return nil
 	}
-	if err := s.Sync(ctx); err != nil {
+	// A recovered partial chunk whose base is gone does not stop the
+	// store (it is logged, kept and refused upload: loseBase).
+	if err := s.Sync(ctx); err != nil && !errors.Is(err, ErrBaseLost) {
 		return err
 	}
 	return s.sweep(ctx)
@@ -571,8 +583,13 @@ func (s *Store) Close(ctx context.Context) error {
 	s.wg.Wait()
 	s.flushMu.Lock()
 	s.mu.Lock()
-	if err == nil {
-		err = s.writeSnapshot()
+	// Only chunks whose base is lost left unpublished: everything else
+	// is published; they stay in the cache for the next Open.
+	lostOnly := errors.Is(err, ErrBaseLost)
+	if err == nil || lostOnly {
+		if serr := s.writeSnapshot(); serr != nil {
+			err, lostOnly = serr, false
+		}
 	}
 	for _, st := range s.st {
 		for _, d := range st.dirty {
@@ -588,9 +605,10 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.flushMu.Unlock()
-	if s.lease != nil && err == nil {
+	if s.lease != nil && (err == nil || lostOnly) {
 		// With unpublished data left, the lease stays until it expires,
-		// so nobody else starts from the older manifest meanwhile.
+		// so nobody else starts from the older manifest meanwhile (but
+		// a lost base will not come back by waiting).
 		s.lease.release(context.WithoutCancel(ctx))
 	}
 	return err
