@@ -104,6 +104,7 @@ type dirCache struct {
 	read    atomic.Int64 // directory entries read from disk by listings
 	visited atomic.Int64 // snapshot entries and hidden keys listings looked at
 	w       dirWatch     // dirwatch.go
+	recs    recCache     // listmeta.go
 }
 
 func (c *dirCache) get(path string, stamp dirStamp) *dirSnap {
@@ -173,22 +174,38 @@ func (c *dirCache) drop(s *dirSnap) {
 // stamp is unchanged. withMarker: the directory is not the bucket's own,
 // so a marker file in it is the marker object.
 func (b *Backend) snapshot(path string, withMarker bool) (*dirSnap, bool, error) {
+	s, d, ok, err := b.snapshotOpen(path, withMarker)
+	if d != nil {
+		d.Close()
+	}
+	return s, ok, err
+}
+
+// snapshotOpen is snapshot that also returns the directory opened (when ok;
+// the caller closes it), so that its entries can be looked at relative to
+// it (fstatat) instead of by a path walked again for each.
+func (b *Backend) snapshotOpen(path string, withMarker bool) (s *dirSnap, d *os.File, ok bool, err error) {
 	now := time.Now()
-	d, err := openDir(path)
+	d, err = openDir(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
-		return nil, false, err
+		return nil, nil, false, err
 	}
-	defer d.Close()
+	defer func() {
+		if !ok {
+			d.Close()
+			d = nil
+		}
+	}()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
-		return nil, false, err
+		return nil, d, false, err
 	}
 	stamp := stampOf(&st)
 	if s := b.dirs.get(path, stamp); s != nil {
-		return s, true, nil
+		return s, d, true, nil
 	}
 	wd := b.dirs.watch(int(d.Fd()), &st) // before reading: no change after it is missed
 	ents, err := d.ReadDir(-1)
@@ -200,11 +217,11 @@ func (b *Backend) snapshot(path string, withMarker bool) (*dirSnap, bool, error)
 			b.dirs.mu.Unlock()
 		}
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, false, nil // removed (its last object deleted) while we listed
+			return nil, d, false, nil // removed (its last object deleted) while we listed
 		}
-		return nil, false, err
+		return nil, d, false, err
 	}
-	s := &dirSnap{path: path, stamp: stamp, withMarker: withMarker, wd: wd}
+	s = &dirSnap{path: path, stamp: stamp, withMarker: withMarker, wd: wd}
 	items := make([]dirItem, 0, len(ents))
 	for _, e := range ents {
 		n := e.Name()
@@ -228,5 +245,5 @@ func (b *Backend) snapshot(path string, withMarker bool) (*dirSnap, bool, error)
 	if wd >= 0 || stamp.settled(now) {
 		b.dirs.put(s)
 	}
-	return s, true, nil
+	return s, d, true, nil
 }

@@ -14,3 +14,7 @@ func (b *Backend) WatchedDirs() int {
 	defer b.dirs.mu.Unlock()
 	return len(b.dirs.w.wds)
 }
+
+// ListRecordsCached is the number of object records listings keep
+// (listmeta.go).
+func (b *Backend) ListRecordsCached() int { return b.dirs.recs.len() }

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -63,6 +65,9 @@ type lister struct {
 	// hidden are the bucket's hidden keys; hi the next one to merge.
 	hidden []string
 	hi     int
+	// start is when the listing began (listmeta.go: records of files
+	// changed since shortly before are not cached).
+	start time.Time
 }
 
 // List returns one page of keys in byte-wise lexicographic order. Each
@@ -84,7 +89,7 @@ func (b *Backend) List(ctx context.Context, bucket string, opts store.ListOption
 	if err := b.bucketExists(bucket); err != nil {
 		return store.ListResult{}, err
 	}
-	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit, floor: floor{s: opts.After}, delim: opts.Delimiter}
+	l := &lister{b: b, ctx: ctx, bucket: bucket, opts: opts, limit: opts.Limit, floor: floor{s: opts.After}, delim: opts.Delimiter, start: time.Now()}
 	if opts.Delimiter != "" && opts.Delimiter != "/" {
 		// Any other delimiter: no directory maps to its prefixes, so walk
 		// the subtree of the prefix and group keys on the way.
@@ -198,7 +203,7 @@ func (l *lister) drainHidden(bound string, bounded bool) error {
 			}
 			continue // the floor now skips the rest of the group
 		}
-		oi, ok := l.info(k, l.b.hiddenPath(l.bucket, k), true)
+		oi, ok := l.info(k, l.b.hiddenPath(l.bucket, k), true, -1, "")
 		if ok {
 			if err := l.add(k, &oi); err != nil {
 				return err
@@ -252,13 +257,15 @@ func (l *lister) walkDir(dk string) error {
 		return err
 	}
 	dir := filepath.Join(l.b.bucketPath(l.bucket), filepath.FromSlash(dk))
-	snap, ok, err := l.b.snapshot(dir, dk != "")
+	snap, d, ok, err := l.b.snapshotOpen(dir, dk != "")
 	if err != nil || !ok {
 		return err
 	}
+	defer d.Close()
+	dfd := int(d.Fd())
 	p := l.opts.Prefix
 	if snap.hasMarker && strings.HasPrefix(dk, p) {
-		if err := l.emitFile(dk, filepath.Join(dir, dirMarker)); err != nil {
+		if err := l.emitFile(dk, filepath.Join(dir, dirMarker), dfd, dirMarker); err != nil {
 			return err
 		}
 	}
@@ -286,8 +293,11 @@ func (l *lister) walkDir(dk string) error {
 			continue
 		}
 		if !it.isDir {
-			if err := l.emitFile(key, filepath.Join(dir, it.sk)); err != nil {
+			if err := l.emitFile(key, filepath.Join(dir, it.sk), dfd, it.sk); err != nil {
 				return err
+			}
+			if l.floor == (floor{s: key}) {
+				gen = l.gen // the floor is this key: the next item is past it, no seek needed
 			}
 			continue
 		}
@@ -327,9 +337,10 @@ func (l *lister) walkDir(dk string) error {
 	return nil
 }
 
-// emitFile emits the file of key (or the common prefix it falls in). A
-// file that vanished meanwhile is skipped.
-func (l *lister) emitFile(key, path string) error {
+// emitFile emits the file of key (or the common prefix it falls in), at
+// path, which is name in the open directory dfd. A file that vanished
+// meanwhile is skipped.
+func (l *lister) emitFile(key, path string, dfd int, name string) error {
 	if l.group != "" {
 		if i := strings.Index(key[len(l.opts.Prefix):], l.group); i >= 0 {
 			return l.emit(key[:len(l.opts.Prefix)+i+len(l.group)], nil)
@@ -338,21 +349,28 @@ func (l *lister) emitFile(key, path string) error {
 	if l.floor.done(key) {
 		return nil
 	}
-	oi, ok := l.info(key, path, false)
+	oi, ok := l.info(key, path, false, dfd, name)
 	if !ok {
 		return nil
 	}
 	return l.emit(key, &oi)
 }
 
-// info stats one object file for a listing; ok is false when it vanished,
-// is not a regular file, or (hidden) does not hold key.
-func (l *lister) info(key, path string, hidden bool) (store.ObjectInfo, bool) {
+// info stats one object file for a listing (name in the open directory
+// dfd, or path when dfd < 0); ok is false when it vanished, is not a
+// regular file, or (hidden) does not hold key.
+func (l *lister) info(key, path string, hidden bool, dfd int, name string) (store.ObjectInfo, bool) {
 	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	var err error
+	if dfd >= 0 {
+		err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	} else {
+		err = unix.Lstat(path, &st)
+	}
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return store.ObjectInfo{}, false
 	}
-	rec := l.b.readRecord(path, nil, st.Ino)
+	rec := l.b.listRecord(path, &st, l.start)
 	if hidden && (rec == nil || rec.Key != key) {
 		return store.ObjectInfo{}, false
 	}
@@ -373,7 +391,18 @@ func (l *lister) info(key, path string, hidden bool) (store.ObjectInfo, bool) {
 			rec = nr
 		}
 	}
-	return rec.info(l.bucket, key, &st), true
+	return ownInfo(rec.info(l.bucket, key, &st)), true
+}
+
+// ownInfo gives oi maps of its own: a record may be the cached one
+// (listmeta.go), which nobody may change through what List returns.
+func ownInfo(oi store.ObjectInfo) store.ObjectInfo {
+	m := &oi.Meta
+	m.UserMeta, m.Headers, m.Checksums, m.Tags, m.Encryption = maps.Clone(m.UserMeta), maps.Clone(m.Headers), maps.Clone(m.Checksums), maps.Clone(m.Tags), maps.Clone(m.Encryption)
+	for i := range oi.Parts {
+		oi.Parts[i].Checksums = maps.Clone(oi.Parts[i].Checksums)
+	}
+	return oi
 }
 
 // hasObject reports whether the directory tree at dir holds at least one
