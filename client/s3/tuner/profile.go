@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,19 +70,38 @@ func Fingerprint(ctx context.Context, endpoint string, dir Direction, dial func(
 		remote string
 		rtt    = time.Duration(math.MaxInt64)
 	)
-	// Three connects; the fastest is the round trip (jitter only adds).
+	// Three connects at once (one round trip of the command's start, not
+	// three: --auto runs this before every transfer); the fastest is the
+	// round trip (jitter only adds).
+	type probe struct {
+		c   net.Conn
+		d   time.Duration
+		err error
+	}
+	probes := make(chan probe, 3)
 	for range 3 {
-		t0 := time.Now()
-		c, err := dial(ctx, "tcp", host)
-		if err != nil {
-			return "", "", fmt.Errorf("tuner: reaching %s: %w", endpoint, err)
+		go func() {
+			t0 := time.Now()
+			c, err := dial(ctx, "tcp", host)
+			probes <- probe{c, time.Since(t0), err}
+		}()
+	}
+	var firstErr error
+	for range 3 {
+		p := <-probes
+		if p.err != nil {
+			firstErr = cmp.Or(firstErr, p.err)
+			continue
 		}
-		rtt = min(rtt, time.Since(t0))
-		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		rtt = min(rtt, p.d)
+		if a, ok := p.c.LocalAddr().(*net.TCPAddr); ok {
 			local = a.IP
 		}
-		remote = c.RemoteAddr().String()
-		c.Close()
+		remote = p.c.RemoteAddr().String()
+		p.c.Close()
+	}
+	if firstErr != nil {
+		return "", "", fmt.Errorf("tuner: reaching %s: %w", endpoint, firstErr)
 	}
 	desc = fmt.Sprintf("local %s -> %s, %s", local, remote, rttClass(rtt))
 	if ifs, err := net.Interfaces(); err == nil {
