@@ -8,6 +8,18 @@
 #   gets LIST empty objects under bench/list/ (once, 32 in parallel); each
 #   round then lists them whole with ListObjectsV2 in 1,000-key pages
 #   (every key checked), pages/s. LIST=0 leaves the row out.
+#   MEMORY=1 (default) adds the side "memory": s3load -serve-mem, a
+#   memory-only S3 handler (objects in a map, no auth, no MD5, no disk)
+#   driven by the same load in the same rounds, the ceiling of what this
+#   machine, loopback and the client allow (tristore / memory = the share
+#   of it reached). MEMORY=0 leaves it out. Not in the LIST row.
+#   ONEPREFIX=16 (default) adds the row "PUT 4 KiB, 16 in parallel, one
+#   prefix": every worker PUTs into one prefix (one directory on the
+#   file-system servers), so concurrent PUTs can share the directory's
+#   fsyncs; s3load -one-prefix -put-only. ONEPREFIX=0 leaves it out.
+#   BEFORE_REV=<commit> adds the side "tristore-before": tristore built from
+#   that commit, on its own data directory, in the same rounds (before/after
+#   rows from one run).
 #
 # The three servers run at once, each on its own data directory under
 # $BENCH_DIR (default /var/tmp/tristore-s3bench). For every round and
@@ -30,10 +42,15 @@ SIZES=${SIZES:-4KiB,4MiB}
 PAR=${PAR:-1,16}
 ROUNDS=${ROUNDS:-3}
 LIST=${LIST:-100000}
+MEMORY=${MEMORY:-1}
+ONEPREFIX=${ONEPREFIX:-16}
+BEFORE_REV=${BEFORE_REV:-}
 SERVERS=(tristore versitygw seaweedfs)
+[ -n "$BEFORE_REV" ] && SERVERS=(tristore tristore-before versitygw seaweedfs)
+[ "$MEMORY" = 1 ] && SERVERS+=(memory)
 AK=benchaccesskey
 SK=benchsecretkey123
-declare -A PORT=([tristore]=19100 [versitygw]=19200 [seaweedfs]=19300)
+declare -A PORT=([tristore]=19100 [tristore-before]=19150 [versitygw]=19200 [seaweedfs]=19300 [memory]=19400)
 PIDS=()
 cleanup() {
   local p
@@ -55,12 +72,26 @@ rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/bin"
 bench_start "$BENCH_DIR/bin"
 (cd "$SRC" && go build -o "$BENCH_DIR/bin/s3load" ./scripts/bench/s3load) || bench_fail "cannot build s3load"
+BEFORE_COMMIT=""
+if [ -n "$BEFORE_REV" ]; then
+  BEFORE_COMMIT=$(git rev-parse --short=12 "$BEFORE_REV^{commit}") || bench_fail "BEFORE_REV=$BEFORE_REV is not a commit"
+  mkdir -p "$BENCH_DIR/before-src"
+  git archive "$BEFORE_COMMIT" | tar -x -C "$BENCH_DIR/before-src" || bench_fail "git archive $BEFORE_COMMIT failed"
+  (cd "$BENCH_DIR/before-src" && go build -o "$BENCH_DIR/bin/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
+fi
 
 for s in "${SERVERS[@]}"; do
   LOG="$BENCH_DIR/$s.log"
   case $s in
   tristore)
     bench_s3_serve tristore "$BENCH_DIR/tristore-data" ${PORT[$s]} "$LOG"
+    ;;
+  tristore-before) # the flags of bench_s3_serve's tristore
+    TRISTORE_ACCESS_KEY=$AK TRISTORE_SECRET_KEY=$SK "$BENCH_DIR/bin/tristore-before" serve --data "$BENCH_DIR/$s-data" \
+      --s3-addr 127.0.0.1:${PORT[$s]} --nfs-addr off --iscsi-addr off --admin-addr off --log-level warn >"$LOG" 2>&1 &
+    ;;
+  memory)
+    "$BENCH_DIR/bin/s3load" -serve-mem 127.0.0.1:${PORT[$s]} >"$LOG" 2>&1 &
     ;;
   versitygw)
     mkdir -p "$BENCH_DIR/vgw-data"
@@ -86,17 +117,24 @@ sleep 5 # SeaweedFS registers its volume server after the S3 port is up
 # is in the binary's build info.
 VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
 WEED_VERSION=$(weed version 2>&1 | awk '/version/ { print $3; exit }')
+LIST_SERVERS=()
+for s in "${SERVERS[@]}"; do [ "$s" = memory ] || LIST_SERVERS+=("$s"); done
 if [ "$LIST" -gt 0 ]; then
-  for s in "${SERVERS[@]}"; do
+  for s in "${LIST_SERVERS[@]}"; do
     "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
       -bucket bench -fill "$LIST" -label "$s" >&2 || bench_fail "$s: filling $LIST keys failed (server log: $BENCH_DIR/$s.log)"
   done
 fi
 LISTNOTE=""
 [ "$LIST" -gt 0 ] && LISTNOTE=" LIST: $LIST empty objects in one flat prefix, put once per server before the rounds, listed whole each round (ListObjectsV2, 1,000-key pages, every key checked); pages/s."
-bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR LIST=$LIST scripts/bench/s3.sh" \
-  -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" -peer "seaweedfs=${WEED_VERSION:-unknown} (weed server -s3)" \
-  -note "Data of all three servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s.$LISTNOTE"
+PEERS=(-peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" -peer "seaweedfs=${WEED_VERSION:-unknown} (weed server -s3)")
+[ -n "$BEFORE_REV" ] && PEERS+=(-peer "tristore-before=commit $BEFORE_COMMIT")
+[ "$MEMORY" = 1 ] && PEERS+=(-peer "memory=s3load -serve-mem (memory-only S3 handler: net/http, bodies in a map, no auth, no MD5, no disk; the ceiling)")
+ONENOTE=""
+[ "$ONEPREFIX" -gt 0 ] && ONENOTE=" One prefix: $ONEPREFIX workers PUT 4 KiB objects into one prefix for $DURATION (s3load -one-prefix -put-only)."
+bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR LIST=$LIST MEMORY=$MEMORY ONEPREFIX=$ONEPREFIX${BEFORE_REV:+ BEFORE_REV=$BEFORE_COMMIT} scripts/bench/s3.sh" \
+  "${PEERS[@]}" \
+  -note "Data of the servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s.$ONENOTE$LISTNOTE"
 
 hsize() { case $1 in *KiB) echo "${1%KiB} KiB" ;; *MiB) echo "${1%MiB} MiB" ;; *) echo "$1" ;; esac; }
 for r in $(seq 1 "$ROUNDS"); do
@@ -115,8 +153,18 @@ for r in $(seq 1 "$ROUNDS"); do
       done
     done
   done
-  if [ "$LIST" -gt 0 ]; then
+  if [ "$ONEPREFIX" -gt 0 ]; then
     for s in $(bench_order "$r" "${SERVERS[@]}"); do
+      lb=$(bench_load)
+      "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
+        -bucket bench -sizes 4KiB -par "$ONEPREFIX" -duration "$DURATION" -one-prefix -put-only -label "$s" -json >"$BENCH_DIR/out.json" ||
+        bench_fail "$s failed at the one-prefix PUT round $r (server log: $BENCH_DIR/$s.log)"
+      bench_record "$r" "$s" "$lb" -json "$BENCH_DIR/out.json" \
+        -f "PUT 4 KiB, $ONEPREFIX in parallel, one prefix, op/s=0.ops_per_s"
+    done
+  fi
+  if [ "$LIST" -gt 0 ]; then
+    for s in $(bench_order "$r" "${LIST_SERVERS[@]}"); do
       lb=$(bench_load)
       "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
         -bucket bench -list "$LIST" -label "$s" -json >"$BENCH_DIR/out.json" ||

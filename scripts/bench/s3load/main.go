@@ -58,7 +58,17 @@ func main() {
 	flag.StringVar(&scaleAlso, "scale-fill-also", "", "scaling mode: with -scale-fill, the endpoint of a second server whose bucket is the same directory (its probe's xattrs are copied too)")
 	flag.BoolVar(&scaleCreate, "scale-create", false, "scaling mode: only create the bucket")
 	flag.BoolVar(&scaleToken, "token-is-key", false, "scaling mode: send the middle page's start key as the continuation token too (versitygw's token is the last key; it ignores start-after alone)")
+	flag.StringVar(&serveMem, "serve-mem", "", "serve the memory-only S3 ceiling on this address (memserve.go) instead of generating load")
+	flag.BoolVar(&onePrefix, "one-prefix", false, "PUT every worker's keys into one prefix (one directory on a file-system server), not one prefix per worker")
+	flag.BoolVar(&putOnly, "put-only", false, "only the PUT phase (no GET phase)")
 	flag.Parse()
+	if serveMem != "" {
+		if err := serveMemory(serveMem); err != nil {
+			fmt.Fprintln(os.Stderr, "s3load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *asJSON {
 		text = os.Stderr
 	}
@@ -93,6 +103,12 @@ var text io.Writer = os.Stdout
 // s3load's on this 2-core VM; the agreement test uses -getbuf so both do
 // the same work.
 var getBuffer bool
+
+// onePrefix (-one-prefix): all workers PUT into one prefix, so on a
+// file-system server concurrent PUTs rename into one directory (and can
+// share its fsyncs); by default each worker has its own (wNN/).
+// putOnly (-put-only): no GET phase.
+var onePrefix, putOnly bool
 
 // jsonResult is one (operation, size, parallelism) measurement.
 type jsonResult struct {
@@ -178,10 +194,15 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 				return fmt.Errorf("bad parallelism %q", ps)
 			}
 			prefix := fmt.Sprintf("%s-p%d/", strings.TrimSpace(ss), par)
+			keyFormat := "%sw%02d/o%06d"
+			if onePrefix {
+				prefix = fmt.Sprintf("%s-p%d-one/", strings.TrimSpace(ss), par)
+				keyFormat = "%sw%02d-o%06d"
+			}
 			var mu sync.Mutex
 			var keys []string
 			put := phase(par, dur, func(w, i int) error {
-				k := fmt.Sprintf("%sw%02d/o%06d", prefix, w, i)
+				k := fmt.Sprintf(keyFormat, prefix, w, i)
 				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &k, Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(size))})
 				if err == nil {
 					mu.Lock()
@@ -193,6 +214,9 @@ func run(endpoint, ak, sk, bucket, sizes, pars string, dur time.Duration, label,
 			report(csv, label, "PUT", ss, par, size, put)
 			if len(keys) == 0 {
 				return fmt.Errorf("no successful PUTs at size %s par %d: %v", ss, par, put.firstErr)
+			}
+			if putOnly {
+				continue
 			}
 			var next atomic.Int64
 			bufs := make([][]byte, par)
