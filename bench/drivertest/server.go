@@ -2,16 +2,14 @@ package drivertest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tristore/tristore/internal/serveproc"
 	"github.com/tristore/tristore/internal/testutil"
 )
 
@@ -30,9 +28,8 @@ type Server struct {
 	NFS    string // nfs://127.0.0.1:P/
 	ISCSI  string // iscsi://127.0.0.1:P/iqn.2026-11.io.tristore:vols:bench/0
 
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan error
+	proc *serveproc.Proc
+	dir  string // the ready file, log and config (removed by Stop)
 }
 
 // VolumeSize is the LUN size of Serve's volume.
@@ -63,42 +60,18 @@ func Start(ctx context.Context, bin, data string) (*Server, error) {
 	if out, err := exec.CommandContext(ctx, bin, "volume", "create", "--data", data, "vols/bench", "256Mi").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("volume create: %v\n%s", err, out)
 	}
-	ready := filepath.Join(data, ".ready.json")
-	logf, err := os.CreateTemp("", "tristore-bench-serve-*.log")
+	dir, err := os.MkdirTemp("", "tristore-bench-serve-")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--data", data, "--s3-addr", "127.0.0.1:0", "--nfs-addr", "127.0.0.1:0",
-		"--iscsi-addr", "127.0.0.1:0", "--admin-addr", "off", "--access-key", AccessKey, "--secret-key", SecretKey,
-		"--ready-file", ready, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		os.Remove(logf.Name())
+	p, err := serveproc.Start(ctx, serveproc.Options{Bin: bin, Data: data, On: []string{"s3", "nfs", "iscsi"}, Dir: dir,
+		Args: []string{"--access-key", AccessKey, "--secret-key", SecretKey, "--log-level", "warn"}, Ready: 30 * time.Second})
+	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{Data: data, cmd: cmd, log: logf, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	var addrs map[string]string
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &addrs) == nil && addrs["s3"] != "" && addrs["nfs"] != "" && addrs["iscsi"] != "" {
-			break
-		}
-		select {
-		case err := <-s.done:
-			s.done <- err
-			b, _ := os.ReadFile(logf.Name())
-			s.Stop()
-			return nil, fmt.Errorf("tristore serve exited: %v\n%s", err, b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, errors.New("tristore serve did not write its ready file within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	os.Remove(ready)
+	s := &Server{Data: data, proc: p, dir: dir}
+	addrs := p.Addrs
 	s.S3Addr = addrs["s3"]
 	s.S3 = "s3://" + addrs["s3"] + "/bench"
 	s.NFS = "nfs://" + addrs["nfs"] + "/"
@@ -106,26 +79,14 @@ func Start(ctx context.Context, bin, data string) (*Server, error) {
 	return s, nil
 }
 
-// Stop ends serve (SIGTERM, then SIGKILL after 20 s) and removes its log.
+// Stop ends serve (SIGTERM, then SIGKILL after 30 s) and removes its log.
 func (s *Server) Stop() error {
-	defer func() {
-		s.log.Close()
-		os.Remove(s.log.Name())
-	}()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return nil
-	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-		return errors.New("tristore serve did not stop within 20s")
+	defer os.RemoveAll(s.dir)
+	if !s.proc.Stop() {
+		return errors.New("tristore serve did not stop within 30s (killed)")
 	}
+	return nil
 }
 
 // Log returns what serve printed so far (for failure messages).
-func (s *Server) Log() string {
-	b, _ := os.ReadFile(s.log.Name())
-	return string(b)
-}
+func (s *Server) Log() string { return s.proc.Log() }

@@ -283,7 +283,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			if err != nil {
 				return fmt.Errorf("lab: preset %s: phase server start: %w", preset, err)
 			}
-			log(fmt.Sprintf("preset %s: tristore serve pid %d (S3 %s, NFS %s, iSCSI %s)", preset, srv.cmd.Process.Pid,
+			log(fmt.Sprintf("preset %s: tristore serve pid %d (S3 %s, NFS %s, iSCSI %s)", preset, srv.proc.PID(),
 				strings.TrimPrefix(srv.s3, "s3://"), strings.TrimPrefix(srv.nfs, "nfs://"), strings.TrimPrefix(srv.iscsi, "iscsi://")))
 			err = func() error {
 				for _, it := range plan {

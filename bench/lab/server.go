@@ -4,14 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/tristore/tristore/internal/serveproc"
 )
 
 // server is a child `tristore serve` with S3, NFS and iSCSI on 127.0.0.1
@@ -25,9 +24,7 @@ type server struct {
 	accessKey string
 	secretKey string
 
-	cmd  *exec.Cmd
-	log  string
-	done chan error
+	proc *serveproc.Proc
 }
 
 // volumeSize is the LUN of the lab's volume: room for the raw-iSCSI
@@ -43,54 +40,21 @@ func startServer(ctx context.Context, bin, tmp string) (*server, error) {
 	if out, err := exec.CommandContext(ctx, bin, "volume", "create", "--data", data, "vols/lab", volumeSize).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("volume create: %v: %s", err, out)
 	}
-	s := &server{data: data, accessKey: "LAB" + randomHex(8), secretKey: randomHex(20), log: filepath.Join(tmp, "serve.log"),
-		done: make(chan error, 1)}
-	logf, err := os.Create(s.log)
+	s := &server{data: data, accessKey: "LAB" + randomHex(8), secretKey: randomHex(20)}
+	// Credentials through the environment, not the command line (ps).
+	// Its own process group: a Ctrl-C on the terminal reaches the lab
+	// only, which lets the running suite clean up through the server
+	// first and then stops it.
+	p, err := serveproc.Start(ctx, serveproc.Options{Bin: bin, Data: data, On: []string{"s3", "nfs", "iscsi"}, Dir: tmp,
+		Args: []string{"--log-level", "warn"}, Env: []string{"TRISTORE_ACCESS_KEY=" + s.accessKey, "TRISTORE_SECRET_KEY=" + s.secretKey},
+		Ready: 30 * time.Second, OwnGroup: true})
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	ready := filepath.Join(tmp, "ready.json")
-	cmd := exec.Command(bin, "serve", "--data", data, "--s3-addr", "127.0.0.1:0", "--nfs-addr", "127.0.0.1:0",
-		"--iscsi-addr", "127.0.0.1:0", "--admin-addr", "off", "--ready-file", ready, "--log-level", "warn")
-	// Credentials through the environment, not the command line (ps).
-	cmd.Env = append(os.Environ(), "TRISTORE_ACCESS_KEY="+s.accessKey, "TRISTORE_SECRET_KEY="+s.secretKey)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group: a Ctrl-C on the terminal reaches the lab only,
-	// which lets the running suite clean up through the server first and
-	// then stops it.
-	// Pdeathsig: a lab killed with SIGKILL cannot stop its server, so the
-	// kernel does (the starting goroutine is not locked to its thread, so
-	// the thread lives as long as the process).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s.cmd = cmd
-	go func() { s.done <- cmd.Wait() }()
-	var addrs map[string]string
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &addrs) == nil && addrs["s3"] != "" && addrs["nfs"] != "" && addrs["iscsi"] != "" {
-			break
-		}
-		select {
-		case err := <-s.done:
-			s.done <- err
-			return nil, fmt.Errorf("tristore serve exited: %v: %s", err, s.logTail())
-		case <-ctx.Done():
-			s.stop()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, errors.New("tristore serve did not write its ready file within 30s")
-		}
-	}
-	os.Remove(ready)
-	s.s3 = "s3://" + addrs["s3"] + "/lab"
-	s.nfs = "nfs://" + addrs["nfs"] + "/"
-	s.iscsi = "iscsi://" + addrs["iscsi"] + "/iqn.2026-11.io.tristore:vols:lab/0"
+	s.proc = p
+	s.s3 = "s3://" + p.Addrs["s3"] + "/lab"
+	s.nfs = "nfs://" + p.Addrs["nfs"] + "/"
+	s.iscsi = "iscsi://" + p.Addrs["iscsi"] + "/iqn.2026-11.io.tristore:vols:lab/0"
 	return s, nil
 }
 
@@ -109,45 +73,20 @@ func (s *server) target(kind string) string {
 	return ""
 }
 
-// stop ends serve (SIGTERM, SIGKILL after 20 s) and waits for it.
+// stop ends serve (SIGTERM, SIGKILL after 30 s) and waits for it.
 func (s *server) stop() error {
-	if s == nil || s.cmd == nil {
+	if s == nil || s.proc == nil {
 		return nil
 	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return nil
-	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-		return errors.New("tristore serve did not stop within 20s (killed)")
+	if !s.proc.Stop() {
+		return errors.New("tristore serve did not stop within 30s (killed)")
 	}
+	return nil
 }
 
-// alive reports whether serve is still running (a suite failure caused by
-// the server's exit names it).
-func (s *server) exited() error {
-	select {
-	case err := <-s.done:
-		s.done <- err
-		if err == nil {
-			err = errors.New("exit status 0")
-		}
-		return fmt.Errorf("tristore serve exited (%v): %s", err, s.logTail())
-	default:
-		return nil
-	}
-}
-
-func (s *server) logTail() string {
-	b, _ := os.ReadFile(s.log)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
+// exited returns an error naming serve's exit if it has exited (a suite
+// failure caused by the server's exit names it), nil while it runs.
+func (s *server) exited() error { return s.proc.Exited() }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -4,27 +4,23 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/tristore/tristore/internal/serveproc"
 )
 
 // server is one `tristore serve` this package started, with every front
 // end on 127.0.0.1:0 and the admin endpoint serving /metrics and pprof.
 type server struct {
-	cmd   *exec.Cmd
+	proc  *serveproc.Proc
 	addrs map[string]string
-	done  chan struct{}
-	err   error
-	log   string
 	admin *http.Client
 }
 
@@ -36,79 +32,25 @@ const (
 
 // startServer runs bin serve on data with S3, NFS, iSCSI and the admin
 // endpoint on loopback ports of the kernel's choice, and waits for its
-// ready file. Its log goes to logPath.
+// ready file. Its log goes to logPath (the ready file and config beside it).
 func startServer(ctx context.Context, bin, data, logPath string, extra []string) (*server, error) {
-	ready := filepath.Join(filepath.Dir(logPath), "ready.json")
-	os.Remove(ready)
-	args := []string{"serve", "--data", data, "--ready-file", ready,
-		"--s3-addr", "127.0.0.1:0", "--nfs-addr", "127.0.0.1:0", "--iscsi-addr", "127.0.0.1:0",
-		"--admin-addr", "127.0.0.1:0", "--pprof",
-		"--access-key", accessKey, "--secret-key", secretKey}
-	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
-	// No developer config or TRISTORE_* setting may change the run.
-	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(filepath.Dir(logPath), "config")}
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "TRISTORE_") && !strings.HasPrefix(e, "XDG_CONFIG_HOME=") {
-			env = append(env, e)
-		}
-	}
-	cmd.Env = env
-	lf, err := os.Create(logPath)
+	p, err := serveproc.Start(ctx, serveproc.Options{Bin: bin, Data: data, On: []string{"s3", "nfs", "iscsi", "admin"},
+		Dir: filepath.Dir(logPath), LogPath: logPath,
+		Args: append([]string{"--pprof", "--access-key", accessKey, "--secret-key", secretKey}, extra...)})
 	if err != nil {
 		return nil, err
 	}
-	defer lf.Close()
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, done: make(chan struct{}), log: logPath,
+	return &server{proc: p, addrs: p.Addrs,
 		// One connection per scrape, closed after it, so the scrapes
 		// hold no descriptor or goroutine in the server between samples.
-		admin: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	go func() { s.err = cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &s.addrs) == nil &&
-			s.addrs["s3"] != "" && s.addrs["nfs"] != "" && s.addrs["iscsi"] != "" && s.addrs["admin"] != "" {
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("tristore serve exited before it was ready (%v); log %s:\n%s", s.err, logPath, tail(logPath))
-		case <-ctx.Done():
-			s.stop()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("tristore serve not ready after 60 s; log %s", logPath)
-		}
-	}
+		admin: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}, nil
 }
 
 // stop sends SIGTERM and waits up to 30 s, then SIGKILL. It reports
 // whether serve stopped by itself.
-func (s *server) stop() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-		return true
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-		return false
-	}
-}
+func (s *server) stop() bool { return s.proc.Stop() }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+func (s *server) pid() int { return s.proc.PID() }
 
 // procStats reads the server's resident set (VmRSS, VmHWM, KiB) and its
 // number of open descriptors from /proc.
@@ -240,12 +182,4 @@ func fdList(pid int) []string {
 		out = append(out, l)
 	}
 	return out
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
 }

@@ -78,7 +78,7 @@ func lunScenario(t testing.TB, r *rig, seed uint64, rounds int, ops lunOps) *rep
 	for round := range rounds {
 		s, err := lunOpen(ctx, srv.addrs["iscsi"])
 		if err != nil {
-			t.Fatalf("iSCSI login: %v\n%s", err, srv.out)
+			t.Fatalf("iSCSI login: %v\n%s", err, srv.proc.Log())
 		}
 		wce, err := writeCacheEnabled(ctx, s)
 		if err != nil {

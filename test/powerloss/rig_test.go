@@ -11,9 +11,7 @@
 package powerloss_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -22,7 +20,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -126,43 +123,17 @@ func (r *rig) environ() []string {
 // and iSCSI on 127.0.0.1 ephemeral ports.
 func (r *rig) start(ctx context.Context) *server {
 	r.t.Helper()
-	ready := filepath.Join(r.t.TempDir(), "ready.json")
-	args := []string{"serve", "--data", r.data, "--ready-file", ready, "--admin-addr", "off",
-		"--s3-addr", "127.0.0.1:0", "--nfs-addr", "127.0.0.1:0", "--iscsi-addr", "127.0.0.1:0",
-		"--nfs-export", "/=rw,sync,clients=127.0.0.0/8,no_root_squash"}
-	cmd := exec.Command(r.bin, args...)
-	cmd.Env = r.environ()
-	out := &lockedBuf{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	s := &server{cmd: cmd, done: make(chan struct{}), out: out}
-	go func() { cmd.Wait(); close(s.done) }()
+	env := append([]string{"TRISTORE_ACCESS_KEY=" + accessKey, "TRISTORE_SECRET_KEY=" + secretKey, "XDG_CONFIG_HOME=" + r.cfg}, r.env...)
+	p := testutil.StartServe(r.t, testutil.ServeOptions{Bin: r.bin, Data: r.data, On: []string{"s3", "nfs", "iscsi"},
+		Args: []string{"--nfs-export", "/=rw,sync,clients=127.0.0.0/8,no_root_squash"}, Env: env})
+	s := &server{proc: p, addrs: p.Addrs}
 	r.srv = s
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		select {
-		case <-s.done:
-			r.t.Fatalf("tristore serve exited before it was ready:\n%s", out)
-		case <-time.After(20 * time.Millisecond):
-		}
-		b, err := os.ReadFile(ready)
-		if err != nil {
-			continue
-		}
-		if json.Unmarshal(b, &s.addrs) == nil && s.addrs["s3"] != "" {
-			// The store must open clean after a power cut: start-up may
-			// remove leftovers, but nothing may fail.
-			if o := out.String(); strings.Contains(o, "level=ERROR") {
-				r.t.Errorf("tristore serve logged an error while starting:\n%s", o)
-			}
-			return s
-		}
+	// The store must open clean after a power cut: start-up may remove
+	// leftovers, but nothing may fail.
+	if o := p.Log(); strings.Contains(o, "level=ERROR") {
+		r.t.Errorf("tristore serve logged an error while starting:\n%s", o)
 	}
-	r.t.Fatalf("tristore serve not ready after 60s:\n%s", out)
-	return nil
+	return s
 }
 
 // crash is the power loss: cut (every file system request fails from
@@ -198,41 +169,12 @@ func (r *rig) tempFiles() []string {
 
 // server is one running `tristore serve`.
 type server struct {
-	cmd   *exec.Cmd
+	proc  *testutil.Served
 	addrs map[string]string
-	done  chan struct{}
-	out   *lockedBuf
 }
 
-func (s *server) kill() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-	}
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// kill is the crash: SIGKILL, wait until the process is gone.
+func (s *server) kill() { s.proc.Kill() }
 
 // cutter decides when to cut the power: after a random number of
 // acknowledgements (at least one, so every round has something to lose),
