@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/tristore/tristore/store"
 )
@@ -128,9 +129,15 @@ func (s *Server) list(r *http.Request, bucket string, p listParams, after string
 
 func contents(res store.ListResult, p listParams, withOwner bool) ([]objectXML, []prefixXML) {
 	objs := make([]objectXML, 0, len(res.Objects))
+	var lastT time.Time
+	lastS := ""
 	for _, o := range res.Objects {
 		o = plainInfo(o) // sse.go
-		x := objectXML{Key: p.encode(o.Key), LastModified: xmlTime(o.ModTime), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
+		// Keys written together share their time: format it once.
+		if lastS == "" || !o.ModTime.Equal(lastT) {
+			lastT, lastS = o.ModTime, xmlTime(o.ModTime)
+		}
+		x := objectXML{Key: p.encode(o.Key), LastModified: lastS, ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
 		if withOwner {
 			x.Owner = &owner{o.Meta.Owner, o.Meta.Owner}
 		}
@@ -172,7 +179,7 @@ func (s *Server) listObjectsV2(w http.ResponseWriter, r *http.Request, rc *reqCt
 	if res.IsTruncated {
 		out.NextContinuationToken = encodeToken(res.NextAfter)
 	}
-	return writeXML(w, out)
+	return writeListXML(w, &out)
 }
 
 func (s *Server) listObjectsV1(w http.ResponseWriter, r *http.Request, rc *reqCtx) error {
@@ -192,5 +199,5 @@ func (s *Server) listObjectsV1(w http.ResponseWriter, r *http.Request, rc *reqCt
 	if res.IsTruncated {
 		out.NextMarker = p.encode(res.NextAfter)
 	}
-	return writeXML(w, out)
+	return writeListXML(w, &out)
 }

@@ -203,7 +203,8 @@ func (l *lister) drainHidden(bound string, bounded bool) error {
 			}
 			continue // the floor now skips the rest of the group
 		}
-		oi, ok := l.info(k, l.b.hiddenPath(l.bucket, k), true, -1, "")
+		hp := l.b.hiddenPath(l.bucket, k)
+		oi, ok := l.info(k, filepath.Dir(hp), filepath.Base(hp), -1, true)
 		if ok {
 			if err := l.add(k, &oi); err != nil {
 				return err
@@ -265,7 +266,7 @@ func (l *lister) walkDir(dk string) error {
 	dfd := int(d.Fd())
 	p := l.opts.Prefix
 	if snap.hasMarker && strings.HasPrefix(dk, p) {
-		if err := l.emitFile(dk, filepath.Join(dir, dirMarker), dfd, dirMarker); err != nil {
+		if err := l.emitFile(dk, dir, dfd, dirMarker); err != nil {
 			return err
 		}
 	}
@@ -293,7 +294,7 @@ func (l *lister) walkDir(dk string) error {
 			continue
 		}
 		if !it.isDir {
-			if err := l.emitFile(key, filepath.Join(dir, it.sk), dfd, it.sk); err != nil {
+			if err := l.emitFile(key, dir, dfd, it.sk); err != nil {
 				return err
 			}
 			if l.floor == (floor{s: key}) {
@@ -337,10 +338,10 @@ func (l *lister) walkDir(dk string) error {
 	return nil
 }
 
-// emitFile emits the file of key (or the common prefix it falls in), at
-// path, which is name in the open directory dfd. A file that vanished
-// meanwhile is skipped.
-func (l *lister) emitFile(key, path string, dfd int, name string) error {
+// emitFile emits the file of key (or the common prefix it falls in), name
+// in the directory dir, open as dfd. A file that vanished meanwhile is
+// skipped.
+func (l *lister) emitFile(key, dir string, dfd int, name string) error {
 	if l.group != "" {
 		if i := strings.Index(key[len(l.opts.Prefix):], l.group); i >= 0 {
 			return l.emit(key[:len(l.opts.Prefix)+i+len(l.group)], nil)
@@ -349,28 +350,28 @@ func (l *lister) emitFile(key, path string, dfd int, name string) error {
 	if l.floor.done(key) {
 		return nil
 	}
-	oi, ok := l.info(key, path, false, dfd, name)
+	oi, ok := l.info(key, dir, name, dfd, false)
 	if !ok {
 		return nil
 	}
 	return l.emit(key, &oi)
 }
 
-// info stats one object file for a listing (name in the open directory
-// dfd, or path when dfd < 0); ok is false when it vanished, is not a
-// regular file, or (hidden) does not hold key.
-func (l *lister) info(key, path string, hidden bool, dfd int, name string) (store.ObjectInfo, bool) {
+// info stats one object file for a listing, name in the directory dir
+// (open as dfd, or -1); ok is false when it vanished, is not a regular
+// file, or (hidden) does not hold key.
+func (l *lister) info(key, dir, name string, dfd int, hidden bool) (store.ObjectInfo, bool) {
 	var st unix.Stat_t
 	var err error
 	if dfd >= 0 {
 		err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	} else {
-		err = unix.Lstat(path, &st)
+		err = unix.Lstat(filepath.Join(dir, name), &st)
 	}
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return store.ObjectInfo{}, false
 	}
-	rec := l.b.listRecord(path, &st, l.start)
+	rec := l.b.listRecord(dir, name, &st, l.start)
 	if hidden && (rec == nil || rec.Key != key) {
 		return store.ObjectInfo{}, false
 	}
@@ -384,7 +385,7 @@ func (l *lister) info(key, path string, hidden bool, dfd int, name string) (stor
 			nr.ETag, nr.Parts = hex.EncodeToString(sum[:])+"-0", nil
 			rec = nr
 		} else {
-			nr, err := l.b.refresh(l.ctx, path, nil, &st, rec)
+			nr, err := l.b.refresh(l.ctx, filepath.Join(dir, name), nil, &st, rec)
 			if err != nil {
 				return store.ObjectInfo{}, false // vanished or unreadable: not listed
 			}

@@ -2,6 +2,7 @@ package posix
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -98,16 +99,17 @@ func (c *recCache) len() int {
 	return len(c.cur) + len(c.old)
 }
 
-// listRecord is readRecord for a listing: the record of the file at p
-// whose stat is st, from the cache when it is current, else read (and
+// listRecord is readRecord for a listing: the record of the file name in
+// dir whose stat is st, from the cache when it is current, else read (and
 // cached when it came from the xattr and matches the content).
-func (b *Backend) listRecord(p string, st *unix.Stat_t, start time.Time) *record {
+func (b *Backend) listRecord(dir, name string, st *unix.Stat_t, start time.Time) *record {
 	if !b.useXattr {
-		return b.readRecord(p, nil, st.Ino)
+		return b.readRecord(filepath.Join(dir, name), nil, st.Ino)
 	}
 	if r := b.dirs.recs.get(st); r != nil {
 		return r
 	}
+	p := filepath.Join(dir, name)
 	b.vers.records.Add(1) // counted for the listing-cost tests
 	if data, err := getxattr(p, nil, metaXattr); err == nil {
 		var r record
