@@ -27,8 +27,10 @@
 # (start-after; for versitygw also as the continuation token, since v1.8.0
 # ignores start-after alone), the same page each time right after a PUT
 # overwriting one of its keys (the first page after a change to its
-# directory; the PUT is not timed), and for nested keys the middle leaf
-# directory with delimiter "/" -- then PUTs new keys (each in the directory
+# directory; the PUT is not timed), for nested keys the middle leaf
+# directory with delimiter "/", and last the middle page's bytes served by
+# a memory-only handler inside s3load (the client's own cost of a page:
+# the floor under both servers' LIST rows) -- then PUTs new keys (each in the directory
 # of a random existing key), GETs and HEADs random existing keys, PAR in
 # parallel, SECONDS each, and DELETEs the keys it PUT (all of them, so the
 # bucket is back to N keys). A cost that grows with the
@@ -130,13 +132,13 @@ fi
 VGW_VERSION=$(go version -m "$(command -v versitygw)" 2>/dev/null | awk '$1 == "mod" { print $3 }')
 bench_machine "PAR=$PAR REPEAT=$REPEAT scripts/bench/s3-scaling.sh $ROUNDS $SECS \"$SIZES\"" \
   -peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" \
-  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk before the rounds with both servers' metadata xattrs on every file, one directory tree served by both (versitygw's bucket directory is a symlink to tristore's; an object one server overwrites loses the other's xattrs: tristore recomputes the MD5 of such a file once, versitygw shows a default ETag) on $(findmnt -no FSTYPE -T "$BENCH_DIR"); loopback; client scripts/bench/s3load (aws-sdk-go-v2) of commit $LOAD_COMMIT. Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, the same page right after an untimed PUT overwriting one of its keys, and for nested keys the middle leaf directory with delimiter /), then PUT of new keys (each in the directory of a random existing key), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms), then DELETE of the keys PUT (ops/s)."
+  -note "Buckets of $(echo $SIZES | sed 's/ /, /g') empty objects, flat keys (o0000123) and nested keys (a0/b1/c2/o0000123, 1,000 per leaf directory), made on disk before the rounds with both servers' metadata xattrs on every file, one directory tree served by both (versitygw's bucket directory is a symlink to tristore's; an object one server overwrites loses the other's xattrs: tristore recomputes the MD5 of such a file once, versitygw shows a default ETag) on $(findmnt -no FSTYPE -T "$BENCH_DIR"); loopback; client scripts/bench/s3load (aws-sdk-go-v2) of commit $LOAD_COMMIT. Per measurement: $REPEAT requests of each kind of 1,000-key ListObjectsV2 page (median ms; first page, a page from the middle of the key space by start-after, the same page right after an untimed PUT overwriting one of its keys, for nested keys the middle leaf directory with delimiter /, and the middle page's bytes from a memory-only handler in the client: the client's floor), then PUT of new keys (each in the directory of a random existing key), GET and HEAD of random existing keys, $PAR in parallel, $SECS s each (ops/s, p99 ms), then DELETE of the keys PUT (ops/s)."
 
 for r in $(seq 1 "$ROUNDS"); do
   for n in $SIZES; do
     for lay in flat nested; do
-      kinds=first,middle,afterput
-      [ "$lay" = nested ] && kinds=first,middle,afterput,delim
+      kinds=first,middle,afterput,canned
+      [ "$lay" = nested ] && kinds=first,middle,afterput,delim,canned
       for s in $(bench_order "$r" "${SERVERS[@]}"); do
         echo "round $r: $lay-$n, $s" >&2
         tok=()
@@ -152,6 +154,8 @@ for r in $(seq 1 "$ROUNDS"); do
           f+=(-f "LIST middle leaf with delimiter / ms, $n $lay=3.p50_ms")
           i=4
         fi
+        f+=(-f "LIST middle page's bytes from a memory-only handler (client floor) ms, $n $lay=$i.p50_ms")
+        i=$((i + 1))
         for op in PUT GET HEAD; do
           f+=(-f "$op ops/s, $n $lay=$i.ops_per_s" -f "$op p99 ms, $n $lay=$i.p99_ms")
           i=$((i + 1))

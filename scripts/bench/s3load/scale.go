@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +42,11 @@ import (
 //                     of its keys: the first page after a change to the
 //                     directory; only the LIST is timed), delim (nested only: the
 //                     1,000 keys of the leaf directory in the middle, with
-//                     delimiter "/"). Every key of every page is checked.
+//                     delimiter "/"), canned (the middle page's bytes,
+//                     fetched once from the server, then served by a
+//                     memory-only net/http handler in this process: the
+//                     client's own cost of a page, the floor under every
+//                     server's row). Every key of every page is checked.
 //
 // The pages are timed first, then the operations (results in that order).
 
@@ -320,6 +327,21 @@ func scalePage(ctx context.Context, c *s3.Client, bucket, label, kind string) er
 				in.ContinuationToken = &after
 			}
 		}
+	case "canned":
+		first = (n - want) / 2
+		if first > 0 {
+			after := scaleKey(scaleLayout, first-1)
+			in.StartAfter = &after
+			if scaleToken {
+				in.ContinuationToken = &after
+			}
+		}
+		mc, stop, err := cannedClient(ctx, c, in)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		c = mc
 	case "delim":
 		if scaleLayout != "nested" {
 			return errors.New("delim pages are for the nested layout")
@@ -363,4 +385,44 @@ func scalePage(ctx context.Context, c *s3.Client, bucket, label, kind string) er
 	res.ops = len(res.lat)
 	report(nil, label, "LIST-"+kind, fmt.Sprintf("%d-%s", n, scaleLayout), 1, 0, res)
 	return nil
+}
+
+// recorder keeps the body of the last response it carried.
+type recorder struct {
+	rt   http.RoundTripper
+	body []byte
+}
+
+func (r *recorder) RoundTrip(q *http.Request) (*http.Response, error) {
+	resp, err := r.rt.RoundTrip(q)
+	if err == nil {
+		r.body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(r.body))
+	}
+	return resp, err
+}
+
+// cannedClient fetches the page in (untimed) and returns a client of a
+// memory-only handler on 127.0.0.1 that answers every request with that
+// page's bytes, and a function that stops the handler.
+func cannedClient(ctx context.Context, c *s3.Client, in *s3.ListObjectsV2Input) (*s3.Client, func(), error) {
+	rec := &recorder{rt: http.DefaultTransport}
+	if _, err := c.ListObjectsV2(ctx, in, func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: rec} }); err != nil {
+		return nil, nil, fmt.Errorf("LIST canned page: %w", err)
+	}
+	body := rec.body
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	})}
+	go srv.Serve(ln)
+	mc := s3.New(c.Options(), func(o *s3.Options) { o.BaseEndpoint = aws.String("http://" + ln.Addr().String()) })
+	return mc, func() { srv.Close() }, nil
 }
