@@ -41,10 +41,24 @@ type Options struct {
 	// One gateway writes a store at a time, so the cache is coherent for
 	// everything done through this mount.
 	AttrTimeout time.Duration
-	FsName      string
-	Debug       bool
-	Log         *slog.Logger
+	// ReadAhead is the kernel's read-ahead window for the mount's files,
+	// in bytes (0: DefaultReadAhead; negative: off). The kernel reads
+	// that far past a sequential read and keeps those pages locked until
+	// the READ is answered: a READ that reaches into a chunk the cache
+	// does not hold waits for its fetch, and so does a write to any of
+	// its pages. Off, a read asks the store for its pages one by one
+	// (the store's own prefetching still works by chunks).
+	ReadAhead int
+	FsName    string
+	Debug     bool
+	Log       *slog.Logger
 }
+
+// DefaultReadAhead is the kernel's read-ahead window when ReadAhead is 0:
+// 128 KiB, which is also the most the kernel allows a FUSE mount unless
+// its read_ahead_kb is raised (the 1 MiB asked for before was silently
+// cut to this).
+const DefaultReadAhead = 128 << 10
 
 // FS is one mounted chunk store.
 type FS struct {
@@ -74,11 +88,18 @@ func New(st *chunkstore.Store, o Options) (*FS, error) {
 // Mount mounts the tree on dir.
 func (f *FS) Mount(dir string) (*fuse.Server, error) {
 	t := f.opts.AttrTimeout
+	ra := f.opts.ReadAhead
+	switch {
+	case ra == 0:
+		ra = DefaultReadAhead
+	case ra < 0:
+		ra = 1 // less than a page: none (0 would mean the kernel's default)
+	}
 	mo := fuse.MountOptions{
 		FsName:        f.opts.FsName,
 		Name:          "tristore",
 		MaxWrite:      1 << 20,
-		MaxReadAhead:  1 << 20,
+		MaxReadAhead:  ra,
 		Debug:         f.opts.Debug,
 		DisableXAttrs: true,
 		// The store keeps modes and owners; the kernel checks them.

@@ -89,6 +89,7 @@ type rig struct {
 	t        *testing.T
 	endpoint string
 	e        *s3client.Engine
+	fsOpts   func(*Options) // changes the mount options of later mounts
 }
 
 func newRig(t *testing.T) *rig {
@@ -126,7 +127,11 @@ func (r *rig) mount(cache string, mods ...func(*chunkstore.Config)) *mounted {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	f, err := New(st, Options{FlushOnClose: true})
+	o := Options{FlushOnClose: true}
+	if r.fsOpts != nil {
+		r.fsOpts(&o)
+	}
+	f, err := New(st, o)
 	if err != nil {
 		r.t.Fatal(err)
 	}

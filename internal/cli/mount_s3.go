@@ -41,6 +41,7 @@ func init() {
 			fs.Bool("s3-create", true, "s3: create an empty file tree when the prefix holds no store (a prefix holding a volume, see volume create --backend, mounts as the file DIR/<--iscsi-file>)")
 			fs.Bool("s3-flush-on-close", true, "s3: close(2) uploads the file's dirty chunks (the manifest follows at the next write-back check; fsync publishes at once)")
 			fs.Duration("s3-attr-timeout", time.Second, "s3: how long the kernel caches attributes and names")
+			fs.Int("s3-read-ahead", cloudfs.DefaultReadAhead, "s3: the kernel's read-ahead window for the mount's files, in bytes (0: off; pages past a read stay locked, writes to them included, until their READ is answered, which for a chunk not cached means its fetch)")
 			fs.Bool("s3-debug", false, "s3: log every FUSE request")
 			fs.String("s3-stats-file", "", "s3: at unmount, write the store's counters (cache hits and misses, prefetches, transfers) as JSON to this file")
 		},
@@ -215,6 +216,7 @@ func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
 	f, err := cloudfs.New(st, cloudfs.Options{
 		FlushOnClose: cfg.GetBool("s3-flush-on-close"),
 		AttrTimeout:  cfg.GetDuration("s3-attr-timeout"),
+		ReadAhead:    readAhead(cfg.GetInt("s3-read-ahead")),
 		FsName:       "s3://" + bucket + "/" + prefix,
 		Debug:        cfg.GetBool("s3-debug"),
 	})
@@ -291,4 +293,13 @@ func mountCloudVolume(cmd *cobra.Command, st *chunkstore.Store, u *url.URL, dir 
 			u, st.CacheDir(), cerr))
 	}
 	return err
+}
+
+// readAhead maps --s3-read-ahead (0: off) to cloudfs.Options.ReadAhead
+// (0: the default, negative: off).
+func readAhead(v int) int {
+	if v <= 0 {
+		return -1
+	}
+	return v
 }
