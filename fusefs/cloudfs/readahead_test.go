@@ -73,7 +73,7 @@ func TestWriteNotBehindReadAhead(t *testing.T) {
 	}
 	for _, ra := range []int{0, -1} {
 		r.fsOpts = func(o *Options) { o.ReadAhead = ra }
-		m2 := r.mount(t.TempDir(), func(c *chunkstore.Config) { c.Engine, c.PrefetchMax, c.RequestTimeout = e, -1, 5 * time.Second })
+		m2 := r.mount(t.TempDir(), func(c *chunkstore.Config) { c.Engine, c.PrefetchMax, c.RequestTimeout = e, -1, 5*time.Second })
 		err := readsThenWrite(filepath.Join(m2.dir, "f"), data[cs:], cs)
 		if ra == 0 && err == nil {
 			t.Fatal("with the default read-ahead the write did not wait for chunk 1: the test no longer shows the case")
