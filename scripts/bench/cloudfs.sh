@@ -28,6 +28,8 @@
 #   SIDES="tristore-1MiB tristore-4MiB-nopf s3fs rclone"  the sides (default: all 12)
 #   FILES=20 MAX_SIZE=4194304 CACHE=16MiB                 the data set (~14 MiB) and cache
 #   LOAD_TIMEOUT=180 REPLAY_TIMEOUT=240                   bounds per phase, seconds
+#   BUDGET=0                                              replay time budget, s (0: none)
+#   side names: tristore-SIZE[-nopf][-ra0] (-nopf: no prefetching, -ra0: --s3-read-ahead 0)
 # The default scale is what a shared 2-core machine runs in about 12
 # minutes for all 12 sides (one round): the 16 MiB sides replay 150
 # accesses in ~100 s, the 64 KiB side and the peers in ~10 s.
@@ -43,6 +45,10 @@ MAX_SIZE=${MAX_SIZE:-4194304}
 CACHE=${CACHE:-16MiB}
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-180}
 REPLAY_TIMEOUT=${REPLAY_TIMEOUT:-240}
+# BUDGET: a replay stops after this many seconds (0: never) and reports
+# the accesses it did ("accesses replayed"), so one slow side cannot
+# fail the whole run; a side cut short replayed only a prefix of the trace.
+BUDGET=${BUDGET:-0}
 WORK=""
 PHASE_PID=""
 # stop_phase: the running phase (timeout -> netem run -> client, server)
@@ -97,7 +103,7 @@ SK=bench-cloudfs-secret-000001
 cat >"$WORK/client.sh" <<'EOS'
 #!/usr/bin/env bash
 # Runs in the client namespace: PHASE (load|replay), SIDE, WORK, REQUESTS,
-# FILES, MAX_SIZE, CACHE, AK, SK set.
+# FILES, MAX_SIZE, CACHE, BUDGET, AK, SK set.
 set -euo pipefail
 EP=http://192.0.2.2:9000
 export AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK
@@ -120,14 +126,15 @@ stopmount() { # PID DIR: unmount (dirty data is uploaded first), at most 120 s
   mountpoint -q "$2" && umount -l "$2" || true
   wait "$1" 2>/dev/null || true
 }
-REPLAY=("$WORK/replay" -dir "$M" -files "$FILES" -max-size "$MAX_SIZE" -requests "$REQUESTS")
+REPLAY=("$WORK/replay" -dir "$M" -files "$FILES" -max-size "$MAX_SIZE" -requests "$REQUESTS" -max-seconds "$BUDGET")
 export RCLONE_CONFIG_T_TYPE=s3 RCLONE_CONFIG_T_PROVIDER=Other RCLONE_CONFIG_T_ENDPOINT=$EP \
   RCLONE_CONFIG_T_ACCESS_KEY_ID=$AK RCLONE_CONFIG_T_SECRET_ACCESS_KEY=$SK RCLONE_CONFIG_T_FORCE_PATH_STYLE=true
 case $SIDE in
 tristore-*)
-  cs=${SIDE#tristore-}; pf=0
+  cs=${SIDE#tristore-}; pf=0; ra=()
+  case $cs in *-ra0) cs=${cs%-ra0}; ra=(--s3-read-ahead 0) ;; esac
   case $cs in *-nopf) cs=${cs%-nopf}; pf=-1 ;; esac
-  common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE")
+  common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE" "${ra[@]}")
   if [ "$PHASE" = load ]; then
     "$T" s3 mb s3://trace --endpoint $EP >/dev/null
     "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-load-$SIDE" >"$WORK/mount-load.log" 2>&1 &
@@ -181,7 +188,7 @@ chmod +x "$WORK/client.sh"
 phase() {
   local name=$1 preset=$2 tmo=$3 s=$4 r=$5 t0=$SECONDS rc=0
   : >"$WORK/run.log"
-  PHASE=$name SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE AK=$AK SK=$SK \
+  PHASE=$name SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
     timeout -k 15 "$tmo" "$WORK/tristore" netem run --preset "$preset" \
     --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
     --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters-$name.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 &
@@ -217,10 +224,12 @@ done
 echo "cloudfs: $ROUNDS round(s) x ${#SIDES[@]} sides (${SIDES[*]}), $REQUESTS accesses, $FILES files <= $MAX_SIZE B, cache $CACHE;" \
   "at most $((n * (LOAD_TIMEOUT + REPLAY_TIMEOUT + 30) / 60)) min; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-bench_machine "sudo SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
+budget_note=""
+[ "$BUDGET" = 0 ] || budget_note=" Each replay stops after $BUDGET s (accesses replayed: how many it did)."
+bench_machine "sudo SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
   -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }') (use_cache)" \
   -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" \
-  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off. Latency: each pread/pwrite as the application sees it (kernel page cache included, for every side)."
+  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off. Latency: each pread/pwrite as the application sees it (kernel page cache included, for every side).$budget_note"
 
 T0=$SECONDS
 i=0
@@ -232,13 +241,14 @@ for r in $(seq 1 "$ROUNDS"); do
     phase load lan "$LOAD_TIMEOUT" "$s" "$r"
     lb=$(bench_load)
     phase replay realistic "$REPLAY_TIMEOUT" "$s" "$r"
-    read -r rd wr secs < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"], d["seconds"])' "$WORK/replay.json")
+    read -r rd wr secs acc < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"], d["seconds"], d["reads"] + d["writes"])' "$WORK/replay.json")
     args=(-json "$WORK/replay.json" -v "average read latency, ms=$rd" -v "average write latency, ms=$wr")
+    [ "$BUDGET" = 0 ] || args+=(-v "accesses replayed=$acc")
     if [ -e "$WORK/stats.json" ]; then
       hit=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(100*d["Hits"]/max(1,d["Hits"]+d["Misses"]))' "$WORK/stats.json")
       args+=(-v "chunk cache hit ratio, %=$hit")
     fi
-    echo "  $s: read $rd ms, write $wr ms (trace $secs s)" >&2
+    echo "  $s: read $rd ms, write $wr ms ($acc accesses in $secs s)" >&2
     bench_record "$r" "$s" "$lb" "${args[@]}"
     rm -rf "$WORK/srv-$s-$r" "$WORK"/cache-* "$WORK"/local-*
   done

@@ -44,6 +44,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "trace seed")
 	progress := flag.Duration("progress", 10*time.Second, "print progress to stderr this often (0: never)")
 	trace := flag.String("trace", "", "write one line per access to this file: op, file, offset, bytes, ms")
+	budget := flag.Float64("max-seconds", 0, "stop replaying after this many seconds (0: never); the output says how many accesses were done")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "cloudfs-replay: -dir is required")
@@ -113,7 +114,13 @@ func main() {
 	var rn, wn int
 	start := time.Now()
 	last := start
+	done := 0
 	for k := 0; k < *requests; k++ {
+		if *budget > 0 && time.Since(start).Seconds() >= *budget {
+			fmt.Fprintf(os.Stderr, "replay: time budget of %.0f s used up after %d of %d accesses\n", *budget, k, *requests)
+			break
+		}
+		done = k + 1
 		if *progress > 0 && time.Since(last) >= *progress {
 			last = time.Now()
 			fmt.Fprintf(os.Stderr, "replay: %d/%d accesses, %.0f s\n", k, *requests, time.Since(start).Seconds())
@@ -157,7 +164,7 @@ func main() {
 	for _, s := range sizes {
 		total += s
 	}
-	out := map[string]any{"reads": rn, "writes": wn, "files": *files, "bytes": total,
+	out := map[string]any{"reads": rn, "writes": wn, "files": *files, "bytes": total, "complete": done == *requests,
 		"read_avg_ms": ms(rsum, rn), "write_avg_ms": ms(wsum, wn), "seconds": time.Since(start).Seconds()}
 	json.NewEncoder(os.Stdout).Encode(out)
 }
