@@ -21,7 +21,14 @@ import (
 // The first fsync is held until all N PUTs have asked for one, so the other
 // N-1 must be served by a later round: with one fsync per call there would
 // be N.
-func TestDirFsyncGroupCommit(t *testing.T) {
+func TestDirFsyncGroupCommit(t *testing.T) { dirGroupCommit(t, false) }
+
+// TestDirFsyncGroupCommitDelete: the same for N Deletes in one directory
+// (their unlinks' fsyncs go through the same committer; with one fsync per
+// Delete, as before, there are N).
+func TestDirFsyncGroupCommitDelete(t *testing.T) { dirGroupCommit(t, true) }
+
+func dirGroupCommit(t *testing.T, del bool) {
 	const n = 16
 	ctx := context.Background()
 	b := open(t, posix.Options{})
@@ -29,9 +36,18 @@ func TestDirFsyncGroupCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The directory exists before the concurrent PUTs: each then makes one
-	// rename into it and asks for one fsync of it.
+	// rename into it and asks for one fsync of it. (It stays: warm is not
+	// deleted, so no Delete removes it as an empty parent.)
 	if _, err := b.Put(ctx, "bkt", "d/warm", strings.NewReader("x"), 1, store.ObjectMeta{}); err != nil {
 		t.Fatal(err)
+	}
+	if del {
+		for i := range n {
+			key := fmt.Sprintf("k%02d", i)
+			if _, err := b.Put(ctx, "bkt", "d/"+key, strings.NewReader(key), int64(len(key)), store.ObjectMeta{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	dir := filepath.Join(b.Root(), "bkt", "d")
 
@@ -49,12 +65,17 @@ func TestDirFsyncGroupCommit(t *testing.T) {
 	release := make(chan struct{})
 	first := true
 
-	posix.SetHookAfterRename(func(target string) {
+	changedHook := func(target string) {
 		mu.Lock()
 		defer mu.Unlock()
 		seq++
 		renamed[filepath.Base(target)] = seq
-	})
+	}
+	if del {
+		posix.SetHookAfterUnlink(changedHook)
+	} else {
+		posix.SetHookAfterRename(changedHook)
+	}
 	posix.SetDirSyncHooks(func(d string) { // join, under the committer's lock
 		if d != dir {
 			return
@@ -85,7 +106,7 @@ func TestDirFsyncGroupCommit(t *testing.T) {
 			select {
 			case <-allJoined:
 			case <-time.After(20 * time.Second):
-				t.Error("not all PUTs asked for a directory fsync within 20 s")
+				t.Error("not all PUTs/Deletes asked for a directory fsync within 20 s")
 			}
 			<-release
 		}
@@ -99,6 +120,7 @@ func TestDirFsyncGroupCommit(t *testing.T) {
 	})
 	t.Cleanup(func() {
 		posix.SetHookAfterRename(nil)
+		posix.SetHookAfterUnlink(nil)
 		posix.SetDirSyncHooks(nil, nil)
 	})
 
@@ -109,7 +131,12 @@ func TestDirFsyncGroupCommit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			key := fmt.Sprintf("k%02d", i)
-			_, err := b.Put(ctx, "bkt", "d/"+key, strings.NewReader(key), int64(len(key)), store.ObjectMeta{})
+			var err error
+			if del {
+				err = b.Delete(ctx, "bkt", "d/"+key)
+			} else {
+				_, err = b.Put(ctx, "bkt", "d/"+key, strings.NewReader(key), int64(len(key)), store.ObjectMeta{})
+			}
 			mu.Lock()
 			seq++
 			returned[key] = seq
@@ -136,9 +163,9 @@ func TestDirFsyncGroupCommit(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(fsyncs) >= n {
-		t.Errorf("%d PUTs into one directory made %d fsyncs of it, want fewer", n, len(fsyncs))
+		t.Errorf("%d PUTs/Deletes (delete=%v) in one directory made %d fsyncs of it, want fewer", n, del, len(fsyncs))
 	}
-	t.Logf("%d PUTs, %d directory fsyncs", n, len(fsyncs))
+	t.Logf("%d ops (delete=%v), %d directory fsyncs", n, del, len(fsyncs))
 	for i := range n {
 		key := fmt.Sprintf("k%02d", i)
 		r, ok := renamed[key]

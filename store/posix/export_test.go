@@ -14,6 +14,14 @@ func SetHookBeforeRename(f func(target string)) { hookBeforeRename = f }
 // rename, before the directory fsyncs (nil: none).
 func SetHookAfterRename(f func(target string)) { hookAfterRename = f }
 
+// SetHookAfterUnlink makes f run right after every successful object
+// unlink (Delete), before the directory fsync (nil: none).
+func SetHookAfterUnlink(f func(p string)) { hookAfterUnlink = f }
+
+// SetHookVictimClose makes f run just before the background close of a
+// replaced object's held descriptor (victim.go; nil: none).
+func SetHookVictimClose(f func(fd int)) { hookVictimClose = f }
+
 // SetDirSyncHooks sets the directory group commit's test hooks (dirsync.go;
 // nil: none): join runs, under the committer's lock (it must not block),
 // when a caller joined a round; start just before a round's fsync, and
