@@ -53,14 +53,16 @@ func mountFS(t *testing.T, dev, dir string, opts ...string) {
 
 // TestCloudVolume: a block volume made with `volume create --backend` in a
 // bucket of one `tristore serve` (standing in for a remote cluster):
-// ext4 on it through `tristore mount` + loop, e2fsck clean; a second
-// gateway refused while the first holds it; then a second `tristore
-// serve` offers it as an iSCSI LUN, qemu-img (libiscsi) copies it out,
-// and the copy is a clean ext4 holding the same tree.
+// ext4 on it through `tristore mount` + loop, a real source tree untarred
+// into it, e2fsck clean; a second gateway refused while the first holds
+// it; a read-only remount with an empty cache (everything from the
+// bucket) holds the same tree; then a second `tristore serve` offers it
+// as an iSCSI LUN, qemu-img (libiscsi) copies it out, and the copy is a
+// clean ext4 holding the same tree.
 func TestCloudVolume(t *testing.T) {
 	testutil.NeedRoot(t, "loop devices and mounts")
 	testutil.NeedFUSE(t)
-	for _, c := range []string{"losetup", "mkfs.ext4", "e2fsck", "qemu-img", "iscsi-ls"} {
+	for _, c := range []string{"losetup", "mkfs.ext4", "e2fsck", "qemu-img", "iscsi-ls", "tar"} {
 		testutil.NeedCmd(t, c)
 	}
 	ctx := context.Background()
@@ -91,6 +93,8 @@ func TestCloudVolume(t *testing.T) {
 
 	src := filepath.Join(runtime.GOROOT(), "src", "encoding")
 	want := sums(t, src)
+	tarball := filepath.Join(t.TempDir(), "src.tar")
+	sh(t, "tar", "-C", filepath.Dir(src), "-cf", tarball, "encoding")
 	common := append([]string{"--s3-endpoint", ep, "--s3-lease-ttl", "4s"}, keys...)
 	dir := t.TempDir()
 	m := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir, append([]string{"--cache", t.TempDir()}, common...)...)
@@ -102,7 +106,7 @@ func TestCloudVolume(t *testing.T) {
 	sh(t, "mkfs.ext4", "-q", "-F", dev)
 	mnt := t.TempDir()
 	mountFS(t, dev, mnt)
-	sh(t, "cp", "-a", src, filepath.Join(mnt, "encoding"))
+	sh(t, "tar", "-C", mnt, "-xf", tarball)
 	if got := sums(t, filepath.Join(mnt, "encoding")); !maps.Equal(got, want) {
 		t.Fatal("tree differs on ext4 over the cloud volume")
 	}
@@ -116,6 +120,20 @@ func TestCloudVolume(t *testing.T) {
 	}
 	sh(t, "losetup", "-d", dev)
 	m.Stop(t, 90*time.Second)
+
+	// Remounted read-only with an empty cache: every block from the bucket.
+	dir2 := t.TempDir()
+	m2 := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
+	dev2 := loop(t, filepath.Join(dir2, "lun"), true)
+	sh(t, "e2fsck", "-fn", dev2)
+	mnt1 := t.TempDir()
+	mountFS(t, dev2, mnt1, "-o", "ro")
+	if got := sums(t, filepath.Join(mnt1, "encoding")); !maps.Equal(got, want) {
+		t.Fatal("tree differs after a remount with an empty cache")
+	}
+	sh(t, "umount", mnt1)
+	sh(t, "losetup", "-d", dev2)
+	m2.Stop(t, 90*time.Second)
 
 	// The gateway's serve offers it over iSCSI.
 	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})
