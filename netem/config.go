@@ -80,8 +80,26 @@ type Config struct {
 	// super-packets (see gso.go). The default offloads, which costs a
 	// segment up to the train window (at most 1 ms, 1/20 of the one-way
 	// delay) of lateness; this switch keeps the old path for comparison.
+	// (While a link is busy, either way, a delivery may also wait up to
+	// the window for another wake-up: forwarder.wakeAt. The two never
+	// add up to more than the window.)
 	// A link with Reorder never offloads (see Start).
 	NoOffload bool
+	// HoldP lets the link's event loop keep the process's only P
+	// (GOMAXPROCS=1) between its yields, for a process that does nothing
+	// else of consequence: `tristore netem run`, whose endpoints are other
+	// programs. Without it a loop waits without releasing its P only when
+	// that leaves the process another P, and at GOMAXPROCS >= 2 each of
+	// the loop's yields (every 8 ms, so that sysmon never preempts it)
+	// hands the goroutine to another thread: runtime.Gosched wakes an idle
+	// P's thread, one of the two threads sleeps again in a futex (perf,
+	// 100 Mbit/s, 25 ms: 10 % of the forwarder's CPU, 230 futex calls a
+	// second). With one P a yield runs the few other goroutines, if any,
+	// on the same thread and returns. Other goroutines then wait up to
+	// 8 ms for the loop to yield, so leave it off where the process itself
+	// talks over the link (tests, the proxy). Only the first link of a
+	// process holds the P this way.
+	HoldP bool
 }
 
 // Symmetric returns a Config with d in both directions.

@@ -179,10 +179,12 @@ func csumFold(sum uint32) uint16 {
 	return uint16(sum)
 }
 
-// part is a run of segments [a, b) delivered as one frame at due.
+// part is a run of segments [a, b) delivered as one frame at due; first
+// is the due time of its first segment (due - first <= the train window).
 type part struct {
-	a, b int
-	due  int64
+	a, b  int
+	due   int64
+	first int64
 }
 
 // trains runs every segment of sp through chain as its own packet (Data
@@ -213,7 +215,7 @@ func trains(chain Chain, sp superPacket, scratch *Packet, buf []byte, now, windo
 			open = false
 		}
 		if !open {
-			cur, first, open = part{a: i, b: i + 1, due: due}, due, true
+			cur, first, open = part{a: i, b: i + 1, due: due, first: due}, due, true
 			continue
 		}
 		cur.b, cur.due = i+1, due

@@ -140,14 +140,14 @@ func TestTrainsPerSegment(t *testing.T) {
 		want   []part
 	}{
 		{"no window: one part per segment", nil, 0, nil},
-		{"window of 2.5 segments", nil, 5 * seg / 2, []part{{0, 3, 3 * seg}, {3, 6, 6 * seg}, {6, 9, 9 * seg}, {9, 10, 10 * seg}}},
+		{"window of 2.5 segments", nil, 5 * seg / 2, []part{{0, 3, 3 * seg, seg}, {3, 6, 6 * seg, 4 * seg}, {6, 9, 9 * seg, 7 * seg}, {9, 10, 10 * seg, 10 * seg}}},
 		// Lost segments never reach the wire: the survivors close up.
-		{"loss splits", map[int]bool{2: true, 3: true, 7: true}, 100 * seg, []part{{0, 2, 2 * seg}, {4, 7, 5 * seg}, {8, 10, 7 * seg}}},
+		{"loss splits", map[int]bool{2: true, 3: true, 7: true}, 100 * seg, []part{{0, 2, 2 * seg, seg}, {4, 7, 5 * seg, 3 * seg}, {8, 10, 7 * seg, 6 * seg}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.want == nil {
 				for i := range 10 {
-					c.want = append(c.want, part{i, i + 1, int64(i+1) * seg})
+					c.want = append(c.want, part{i, i + 1, int64(i+1) * seg, int64(i+1) * seg})
 				}
 			}
 			d := &dropNth{drop: c.drop}

@@ -477,3 +477,56 @@ func TestLinkReorderForwardsPacketByPacket(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkHoldP: with HoldP the first link's loop waits without releasing
+// the process's only P (no thread hand-off per yield, see Config.HoldP),
+// and the process's other goroutines still run at the loop's yields: an
+// in-process echo over a 2 ms RTT link at GOMAXPROCS=1 waits for them
+// (up to 8 ms a hop) but completes.
+func TestLinkHoldP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	cfg := Symmetric(Dir{Delay: time.Millisecond})
+	cfg.HoldP = true
+	l := startLink(t, cfg)
+	ln, err := l.Listen(ServerSide, "tcp", net.JoinHostPort(l.ServerAddr().String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := l.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	var rtts []float64
+	b := []byte{1}
+	for range 20 {
+		t0 := time.Now()
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		rtts = append(rtts, float64(time.Since(t0).Microseconds())/1000)
+	}
+	med := median(rtts)
+	t.Logf("GOMAXPROCS=1, HoldP, 2 ms RTT link: in-process echo median %.2f ms", med)
+	if !l.fwd.raw {
+		t.Error("the loop waits the ordinary way: HoldP did not let it keep the only P")
+	}
+	if med > 40 {
+		t.Errorf("echo median %.2f ms: the loop does not yield the P every 8 ms", med)
+	}
+}

@@ -21,6 +21,10 @@ type Packet struct {
 	// for on the wire (a super-packet carries several; see gso.go).
 	segs, wire int
 	seq        uint64 // queueing order, for ties in Due
+	// first is the due time of the packet's first segment: a
+	// super-packet goes at the due time of its last (gso.go), so its
+	// first segment is already due - first late.
+	first int64
 }
 
 // Verdict is a stage's decision about one packet.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -260,11 +261,12 @@ func counterWriter(cmd *cobra.Command) (io.Writer, func() error, error) {
 
 // startLink builds the link the flags describe, for run and serve. ctx
 // ends on SIGINT/SIGTERM; the caller defers stop and l.Close.
-func startLink(cmd *cobra.Command) (l *netem.Link, ctx context.Context, stop context.CancelFunc, err error) {
+func startLink(cmd *cobra.Command, holdP bool) (l *netem.Link, ctx context.Context, stop context.CancelFunc, err error) {
 	conf, err := linkConfig()
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	conf.HoldP = holdP
 	ctx, cancel := signalContext(cmd.Context())
 	stopProfile, err := startCPUProfile(cfg.GetString("cpuprofile"))
 	if err != nil {
@@ -321,7 +323,11 @@ func closeLink(cmd *cobra.Command, l *netem.Link) (closeErr, printErr error) {
 }
 
 func runNetemRun(cmd *cobra.Command, args []string) error {
-	l, ctx, stop, err := startLink(cmd)
+	// This process only forwards: client and server are other programs.
+	// One P, held by the link's loop between its yields, saves a thread
+	// hand-off per yield (netem.Config.HoldP).
+	runtime.GOMAXPROCS(1)
+	l, ctx, stop, err := startLink(cmd, true)
 	if err != nil {
 		return err
 	}
@@ -432,7 +438,7 @@ func runNetemServe(cmd *cobra.Command, extra []string) error {
 	if err != nil {
 		return err
 	}
-	l, ctx, stop, err := startLink(cmd)
+	l, ctx, stop, err := startLink(cmd, false)
 	if err != nil {
 		return err
 	}

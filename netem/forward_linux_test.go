@@ -1,0 +1,34 @@
+package netem
+
+import (
+	"testing"
+	"time"
+)
+
+// TestWakeAtDefersWhileBusy: while packets arrive, the timer waits up to
+// the train window past the head's first segment's due time (an arrival
+// will likely deliver it sooner); at rest it is set for the due time.
+func TestWakeAtDefersWhileBusy(t *testing.T) {
+	ms := int64(time.Millisecond)
+	f := &forwarder{dirs: [2]*fwdDir{{window: ms}, {window: ms / 2}}}
+	now := 10 * ms
+	if got := f.wakeAt(now); got != -1 {
+		t.Fatalf("nothing held: wakeAt %d, want -1", got)
+	}
+	var seq uint64
+	// A super-packet whose first segment was due 0.4 ms before its last.
+	f.dirs[0].h.push(&Packet{Due: 30 * ms, first: 30*ms - 4*ms/10}, &seq)
+	f.lastRead = now - 2*ms
+	if got, want := f.wakeAt(now), 30*ms-int64(slack); got != want {
+		t.Errorf("at rest: wakeAt %d, want the due time less slack %d", got, want)
+	}
+	f.lastRead = now
+	if got, want := f.wakeAt(now), 30*ms+6*ms/10; got != want {
+		t.Errorf("busy: wakeAt %d, want the first segment's due + window %d", got, want)
+	}
+	// The other direction's head, due earlier, comes first, by its own window.
+	f.dirs[1].h.push(&Packet{Due: 29 * ms, first: 29 * ms}, &seq)
+	if got, want := f.wakeAt(now), 29*ms+ms/2; got != want {
+		t.Errorf("two directions: wakeAt %d, want %d", got, want)
+	}
+}
