@@ -2,7 +2,13 @@
 
 package tuner
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // tcpAcked is not available here; uploads are counted as written.
 func tcpAcked(net.Conn) int64 { return -1 }
+
+// tcpRTT is not available here; the connect's wall time is used.
+func tcpRTT(net.Conn) (time.Duration, bool) { return 0, false }

@@ -34,7 +34,7 @@ func TestFingerprintConnectsAtOnce(t *testing.T) {
 	}
 	ep := "http://" + ln.Addr().String()
 	start := time.Now()
-	_, desc, err := Fingerprint(context.Background(), ep, Up, slow)
+	_, _, err = Fingerprint(context.Background(), ep, Up, slow)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -42,12 +42,48 @@ func TestFingerprintConnectsAtOnce(t *testing.T) {
 	if took >= 2*delay {
 		t.Errorf("fingerprint took %v with %v per connect: the connects ran one after another", took, delay)
 	}
-	if !strings.Contains(desc, "rtt 20-200ms") && !strings.Contains(desc, "rtt >200ms") {
-		t.Errorf("desc %q: the round trip class is not the connects' %v", desc, delay)
-	}
 	// A refused connect is an error naming the endpoint.
 	ln.Close()
 	if _, _, err := Fingerprint(context.Background(), ep, Up, nil); err == nil || !strings.Contains(err.Error(), ep) {
 		t.Errorf("closed endpoint: %v", err)
+	}
+}
+
+// TestFingerprintIgnoresSchedulingDelay: the round trip is the kernel's
+// (TCP_INFO), not the connect's wall time, so a process that runs late
+// after its connects (a loaded machine: loopback connects took over 2 ms
+// now and then, TestTuneCycle then found no profile under the new
+// fingerprint) keeps its fingerprint. Here every connect returns 5 ms late.
+func TestFingerprintIgnoresSchedulingDelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	late := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		time.Sleep(5 * time.Millisecond)
+		return c, err
+	}
+	ep := "http://" + ln.Addr().String()
+	fast, fastDesc, err := Fingerprint(context.Background(), ep, Down, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, slowDesc, err := Fingerprint(context.Background(), ep, Down, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fast != slow || !strings.Contains(slowDesc, "rtt <2ms") {
+		t.Errorf("connects returned 5 ms late: %s (%s), on time: %s (%s)", slow, slowDesc, fast, fastDesc)
 	}
 }

@@ -72,7 +72,8 @@ func Fingerprint(ctx context.Context, endpoint string, dir Direction, dial func(
 	)
 	// Three connects at once (one round trip of the command's start, not
 	// three: --auto runs this before every transfer); the fastest is the
-	// round trip (jitter only adds).
+	// round trip (jitter only adds), as the kernel measured it where it can
+	// (tcpRTT: no scheduling delay), else the connect's wall time.
 	type probe struct {
 		c   net.Conn
 		d   time.Duration
@@ -83,7 +84,13 @@ func Fingerprint(ctx context.Context, endpoint string, dir Direction, dial func(
 		go func() {
 			t0 := time.Now()
 			c, err := dial(ctx, "tcp", host)
-			probes <- probe{c, time.Since(t0), err}
+			d := time.Since(t0)
+			if err == nil {
+				if k, ok := tcpRTT(c); ok {
+					d = k
+				}
+			}
+			probes <- probe{c, d, err}
 		}()
 	}
 	var firstErr error
