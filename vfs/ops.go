@@ -3,8 +3,13 @@ package vfs
 import (
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store/newdir"
 )
 
 // DirChange carries a directory's attributes around a modifying operation
@@ -272,7 +277,19 @@ func (fs *FS) Mkdir(c Cred, dir Handle, name string, s SetAttr) (h Handle, a Att
 		perm = *s.Mode & 0o7777
 	}
 	err = fs.as(c, func() error {
-		if err := unix.Mkdirat(o.fd, name, perm); err != nil {
+		// Until commitMeta has fsynced o, the new directory's name is not
+		// durable: registered, so that an S3 PUT putting an object in it
+		// meanwhile makes it durable before its own reply (an async
+		// export promises nothing of the kind and registers nothing).
+		made := func(bool) {}
+		if !fs.async {
+			if p := pathOf(o); p != "" {
+				made = newdir.Register(filepath.Join(p, name))
+			}
+		}
+		err := unix.Mkdirat(o.fd, name, perm)
+		made(err == nil)
+		if err != nil {
 			return err
 		}
 		fd, err := unix.Openat(o.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -574,7 +591,48 @@ func (fs *FS) commitMeta(err error, dir *obj, child string) error {
 	if faultSkip("nfs-dir") {
 		return nil
 	}
-	return fsyncObj(dir)
+	// Directories made and not yet durable (store/newdir): those whose
+	// name is in dir are settled by this fsync; those on dir's path made
+	// by another writer (an S3 PUT's new prefix) get their parents
+	// fsynced too, so this reply cannot be lost with one of them.
+	if hookDirFsync != nil {
+		hookDirFsync(pathOf(dir))
+	}
+	var dirPath string
+	var settle []newdir.Settling
+	if newdir.Pending() {
+		dirPath = pathOf(dir)
+		if dirPath != "" {
+			settle = newdir.SettleBegin(dirPath)
+		}
+	}
+	if err := fsyncObj(dir); err != nil {
+		return err
+	}
+	newdir.SettleEnd(settle)
+	if dirPath != "" {
+		for _, p := range newdir.UnsettledParents(dirPath) {
+			if err := fsyncPath(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hookDirFsync, nil in production, runs in commitMeta just before the
+// directory's fsync, with its path (newdir_test.go holds an NFS MKDIR
+// there; a hold inside the file system would also hold the directory's
+// inode lock, and with it the other view's lookups).
+var hookDirFsync func(dir string)
+
+// pathOf is the path of o's directory now ("" if it has none: removed).
+func pathOf(o *obj) string {
+	p, err := os.Readlink(o.procPath())
+	if err != nil || !filepath.IsAbs(p) || strings.HasSuffix(p, " (deleted)") {
+		return ""
+	}
+	return p
 }
 
 // fsyncObj fsyncs a resolved object through a fresh read-only descriptor

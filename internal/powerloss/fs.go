@@ -46,6 +46,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -123,6 +124,68 @@ type FS struct {
 	// noExport mounts without FUSE export support: open_by_handle_at then
 	// fails, as on file systems that cannot decode handles.
 	noExport bool
+	// holds are the fsyncs a test holds back (HoldFsync).
+	holds []*fsyncHold
+}
+
+// fsyncHold is one HoldFsync: the first fsync of ino waits for release.
+type fsyncHold struct {
+	ino     uint64
+	fired   bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+// HoldFsync makes the next fsync of the file or directory at rel (a path
+// inside the mount that exists now) wait until release is called; held
+// is closed when that fsync arrives. The held fsync then runs as usual,
+// so after a Cut it fails with EIO and makes nothing durable: a test can
+// cut the power while one writer's fsync is "still on its way to the
+// disk" and see what another writer's acknowledgement relied on.
+func (f *FS) HoldFsync(rel string) (held <-chan struct{}, release func(), err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ino := uint64(rootIno)
+	for _, name := range strings.Split(filepath.Clean("/"+rel), "/") {
+		if name == "" {
+			continue
+		}
+		n := f.nodes[ino]
+		if n == nil || !n.isDir() {
+			return nil, nil, fmt.Errorf("powerloss: hold %s: not a directory on the way", rel)
+		}
+		next, ok := n.kids[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("powerloss: hold %s: %s does not exist", rel, name)
+		}
+		ino = next
+	}
+	h := &fsyncHold{ino: ino, held: make(chan struct{}), release: make(chan struct{})}
+	f.holds = append(f.holds, h)
+	var once sync.Once
+	return h.held, func() { once.Do(func() { close(h.release) }) }, nil
+}
+
+// waitHold blocks an fsync of ino that a HoldFsync holds (the first one
+// after the hold) until it is released or the request is interrupted.
+func (f *FS) waitHold(cancel <-chan struct{}, ino uint64) {
+	f.mu.Lock()
+	var h *fsyncHold
+	for _, c := range f.holds {
+		if c.ino == ino && !c.fired {
+			c.fired, h = true, c
+			break
+		}
+	}
+	f.mu.Unlock()
+	if h == nil {
+		return
+	}
+	close(h.held)
+	select {
+	case <-h.release:
+	case <-cancel:
+	}
 }
 
 // New returns an empty file system (a durable root directory, mode 0755).

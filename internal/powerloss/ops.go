@@ -686,6 +686,7 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 }
 
 func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	f.waitHold(cancel, in.NodeId)
 	if st := f.begin(); !st.Ok() {
 		return st
 	}

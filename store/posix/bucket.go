@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/newdir"
 )
 
 // bucketRec is the bucket's own record: xattr user.tristore.bucket on the
@@ -76,7 +77,7 @@ func (b *Backend) CreateBucket(ctx context.Context, bucket, owner string) error 
 	}
 	p := b.bucketPath(bucket)
 	defer b.invalidateBucket(ctx, bucket)
-	if err := mkdirNew(p, 0o755); err != nil {
+	if err := newdir.Mkdir(p, 0o755); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("%w: %s", store.ErrBucketExists, bucket)
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store/newdir"
 )
 
 // Group commit of directory fsyncs.
@@ -59,12 +61,12 @@ var (
 // it returns after an fsync of dir that began after the call (shared with
 // concurrent callers, see above), and after fsyncs of the parents of any
 // directory on dir's path that this process made and has not yet made
-// durable (newdirs.go), so the new entry cannot be lost with one of them.
+// durable (store/newdir), so the new entry cannot be lost with one of them.
 func fsyncDir(dir string) error {
 	if err := fsyncDirGroup(dir); err != nil {
 		return err
 	}
-	for _, p := range unsettledParents(dir) {
+	for _, p := range newdir.UnsettledParents(dir) {
 		if err := fsyncDirGroup(p); err != nil {
 			return err
 		}
@@ -98,13 +100,13 @@ func fsyncDirGroup(dir string) error {
 			if hookDirFsync != nil {
 				done = hookDirFsync(dir)
 			}
-			settle := settleBegin(dir) // new subdirectories this fsync makes durable
+			settle := newdir.SettleBegin(dir) // new subdirectories this fsync makes durable
 			err := fsyncDirNow(dir)
 			if done != nil {
 				done()
 			}
 			if err == nil {
-				settleEnd(settle)
+				newdir.SettleEnd(settle)
 			}
 			s.mu.Lock()
 			mine.err, mine.done = err, true

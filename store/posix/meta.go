@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/newdir"
 )
 
 // record is the metadata kept with one object file (xattr value or sidecar).
@@ -338,7 +339,7 @@ func mkdirAll(dir string, depth int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mkdirNew(dir, 0o755); err != nil {
+	if err := newdir.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return changed, nil
 		}

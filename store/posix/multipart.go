@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/newdir"
 )
 
 // Multipart uploads live in .tristore/multipart/<uploadID>/: info.json
@@ -125,7 +126,7 @@ func (b *Backend) CreateMultipart(ctx context.Context, bucket, key string, meta 
 	if err != nil {
 		return "", err
 	}
-	if err := mkdirNew(b.uploadDir(id), 0o755); err != nil {
+	if err := newdir.Mkdir(b.uploadDir(id), 0o755); err != nil {
 		return "", fsErr(err)
 	}
 	if err := writeFileAtomic(filepath.Join(b.uploadDir(id), "info.json"), data, true); err != nil {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/tristore/tristore/store"
+	"github.com/tristore/tristore/store/newdir"
 )
 
 // validBucket applies S3's bucket naming rules: 3-63 characters of lower-case
@@ -202,7 +203,7 @@ func mkdirParents(bdir, dir string) ([]string, error) {
 	// then remove it again before we look: only a non-directory that stays
 	// there is a conflict. Bounded retries.
 	for range 20 {
-		err := mkdirNew(dir, 0o755)
+		err := newdir.Mkdir(dir, 0o755)
 		if err == nil {
 			return append(changed, parent), nil
 		}
