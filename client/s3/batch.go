@@ -79,7 +79,8 @@ type BatchResult struct {
 // would fail every file alike (the bucket does not exist, the keys are
 // wrong, nothing listens at the endpoint: see batchFatal) stops the batch
 // instead of repeating itself once per file; so does a cancelled ctx. The
-// files never started count as failed, under one message.
+// files never started, and those in flight that the stop cut off, count as
+// failed under one message.
 func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchResult {
 	files := o.Files
 	if files <= 0 {
@@ -132,9 +133,15 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 				} else {
 					n, err = e.downloadFile(ctx, st, it.Bucket, it.Key, it.Path, it.FileOptions)
 				}
+				// A file cut off by the batch's stop (another file's
+				// fatal error, or ctx) is counted with those not started,
+				// not listed once per file in flight as "context canceled".
+				stopped := false
 				if err != nil {
 					if batchFatal(err) {
 						cancel(err)
+					} else if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+						stopped = true
 					}
 					err = fmt.Errorf("%s: %w", describe(it), err)
 					n = 0
@@ -143,7 +150,10 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 				ir := ItemResult{Item: it, Result: st.result(n), Err: err}
 				mu.Lock()
 				bytes += n
-				if err != nil {
+				switch {
+				case stopped:
+					notStarted++
+				case err != nil:
 					res.Failed++
 					if len(res.Errors) < maxBatchErrors {
 						res.Errors = append(res.Errors, err.Error())
@@ -163,7 +173,7 @@ func (e *Engine) Batch(ctx context.Context, items []Item, o BatchOptions) BatchR
 	}
 	if notStarted > 0 {
 		res.Failed += notStarted
-		res.Errors = append(res.Errors, fmt.Sprintf("%d files not started: %v", notStarted, context.Cause(ctx)))
+		res.Errors = append(res.Errors, fmt.Sprintf("%d files stopped or not started: %v", notStarted, context.Cause(ctx)))
 	}
 	return res
 }

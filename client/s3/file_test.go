@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -302,9 +303,27 @@ func TestBatch(t *testing.T) {
 		items[i].Bucket = "nosuchbucket"
 	}
 	res = e.Batch(context.Background(), items[:n], BatchOptions{Files: 2})
-	if res.Failed != n || res.Requests > 2 || !strings.Contains(strings.Join(res.Errors, "\n"), "files not started: ") ||
+	if res.Failed != n || res.Requests > 2 || !strings.Contains(strings.Join(res.Errors, "\n"), "files stopped or not started: ") ||
 		!strings.Contains(res.Errors[0], "NoSuchBucket") {
 		t.Fatalf("batch into a missing bucket: %+v", res)
+	}
+	// The files in flight when the batch stops are cut off: they count
+	// with those not started, under one message, not once each as
+	// "context canceled" (the first PUT gets the 404, the others stall
+	// until the stop cancels them).
+	px.SetRule(func(shape string, c int64, _ *http.Request) faultproxy.Fault {
+		if shape == "PUT" && c > 1 {
+			return faultproxy.Stall
+		}
+		return faultproxy.Pass
+	})
+	px.ResetCounts()
+	res = e.Batch(context.Background(), items[:n], BatchOptions{Files: 8})
+	px.SetRule(nil)
+	all := strings.Join(res.Errors, "\n")
+	if res.Failed != n || len(res.Errors) != 2 || !strings.Contains(res.Errors[0], "NoSuchBucket") ||
+		!strings.Contains(res.Errors[1], fmt.Sprintf("%d files stopped or not started: ", n-1)) || strings.Contains(all, "context canceled") {
+		t.Fatalf("batch stopped with files in flight: %d failed, errors:\n%s", res.Failed, all)
 	}
 	// And back, into another directory.
 	var down []Item
