@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -29,22 +28,9 @@ import (
 // line per step: "ok" plus what S3 defines about the answer, or the HTTP
 // status and S3 error code.
 func featureSequence(ctx context.Context, c *awss3.Client, prefix string) []string {
-	var out []string
-	step := func(name string, err error, detail string) {
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s: %d %s", name, httpStatus(err), errCode(err)))
-			return
-		}
-		out = append(out, name+": ok "+detail)
-	}
-	body := func(o *awss3.GetObjectOutput, err error) (string, error) {
-		if err != nil {
-			return "", err
-		}
-		defer o.Body.Close()
-		b, err := io.ReadAll(o.Body)
-		return string(b), err
-	}
+	var out steps
+	step := out.step
+	body := getBody
 	b := aws.String(prefix + "-feat")
 	_, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: b})
 	step("CreateBucket", err, "")

@@ -31,14 +31,8 @@ import (
 // and GET/HEAD carrying x-amz-server-side-encryption. One line per step,
 // as featureSequence.
 func sseSequence(ctx context.Context, c *awss3.Client, prefix string) []string {
-	var out []string
-	step := func(name string, err error, detail string) {
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s: %d %s", name, httpStatus(err), errCode(err)))
-			return
-		}
-		out = append(out, name+": ok "+detail)
-	}
+	var out steps
+	step := out.step
 	read := func(o *awss3.GetObjectOutput, err error) (*awss3.GetObjectOutput, string, error) {
 		if err != nil {
 			return nil, "", err

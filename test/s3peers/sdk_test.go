@@ -49,6 +49,30 @@ func httpStatus(err error) int {
 	return 0
 }
 
+// steps collects one line per step of a request sequence: "ok" plus what
+// S3 defines about the answer, or the HTTP status and S3 error code, so
+// that two servers' sequences compare line by line.
+type steps []string
+
+// step records one request's outcome.
+func (s *steps) step(name string, err error, detail string) {
+	if err != nil {
+		*s = append(*s, fmt.Sprintf("%s: %d %s", name, httpStatus(err), errCode(err)))
+		return
+	}
+	*s = append(*s, name+": ok "+detail)
+}
+
+// getBody reads and closes a GetObject answer's body.
+func getBody(o *awss3.GetObjectOutput, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	defer o.Body.Close()
+	b, err := io.ReadAll(o.Body)
+	return string(b), err
+}
+
 func randBytes(t *testing.T, n int) []byte {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

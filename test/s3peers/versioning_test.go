@@ -3,7 +3,6 @@ package s3peers
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -25,22 +24,9 @@ import (
 // HTTP status and S3 error code. Version IDs themselves differ between
 // servers and are not in the lines.
 func versioningSequence(ctx context.Context, c *awss3.Client, prefix string) []string {
-	var out []string
-	step := func(name string, err error, detail string) {
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s: %d %s", name, httpStatus(err), errCode(err)))
-			return
-		}
-		out = append(out, name+": ok "+detail)
-	}
-	body := func(o *awss3.GetObjectOutput, err error) (string, error) {
-		if err != nil {
-			return "", err
-		}
-		defer o.Body.Close()
-		b, err := io.ReadAll(o.Body)
-		return string(b), err
-	}
+	var out steps
+	step := out.step
+	body := getBody
 	vb, lb := aws.String(prefix+"-ver"), aws.String(prefix+"-lock")
 	k := aws.String("dir/k")
 	_, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: vb})
