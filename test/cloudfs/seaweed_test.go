@@ -116,7 +116,9 @@ func startWeed(t *testing.T) *weedCluster {
 // processes; one volume server is killed (SIGKILL) in the middle of the
 // workload; both keep working, their final write-backs succeed, the ext4
 // checks clean, and fresh mounts with empty caches read every file
-// identical.
+// identical; then `tristore serve` offers the volume as an iSCSI LUN and
+// a copy read over it by libiscsi (qemu-img) is the same clean ext4, all
+// with the volume server still dead.
 // Behind TRISTORE_LONG=1 (a cluster start costs several seconds).
 func TestSeaweedCluster(t *testing.T) {
 	if os.Getenv("TRISTORE_LONG") == "" {
@@ -164,7 +166,8 @@ func TestSeaweedCluster(t *testing.T) {
 	vdir := t.TempDir()
 	vm := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir, append([]string{"--cache", t.TempDir(),
 		"--s3-write-back-age", "1s", "--s3-write-back-every", "250ms"}, common...)...)
-	dev := loop(t, filepath.Join(vdir, "lun"), false)
+	lun := filepath.Join(vdir, "lun")
+	dev := loop(t, lun, false)
 	sh(t, "mkfs.ext4", "-q", "-F", dev)
 	vmnt := t.TempDir()
 	mountFS(t, dev, vmnt)
@@ -192,7 +195,7 @@ func TestSeaweedCluster(t *testing.T) {
 	sh(t, "cp", "-a", xml, filepath.Join(vmnt, "xml"))
 	sh(t, "umount", vmnt)
 	sh(t, "e2fsck", "-fn", dev)
-	sh(t, "losetup", "-d", dev)
+	detach(t, dev, lun)
 	vm.Stop(t, 90*time.Second)
 	m.Stop(t, 90*time.Second)
 	if strings.Contains(m.Output()+vm.Output(), "write-back failed") {
@@ -211,7 +214,8 @@ func TestSeaweedCluster(t *testing.T) {
 	// The volume from an empty cache, still with one volume server dead.
 	vdir2 := t.TempDir()
 	vm2 := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
-	dev2 := loop(t, filepath.Join(vdir2, "lun"), true)
+	lun2 := filepath.Join(vdir2, "lun")
+	dev2 := loop(t, lun2, true)
 	sh(t, "e2fsck", "-fn", dev2)
 	vmnt2 := t.TempDir()
 	mountFS(t, dev2, vmnt2, "-o", "ro")
@@ -221,6 +225,29 @@ func TestSeaweedCluster(t *testing.T) {
 		}
 	}
 	sh(t, "umount", vmnt2)
-	sh(t, "losetup", "-d", dev2)
+	detach(t, dev2, lun2)
 	vm2.Stop(t, 90*time.Second)
+
+	// The same volume as an iSCSI LUN of `tristore serve` (the gateway's
+	// data directory from volume create), still with one volume server
+	// dead: libiscsi (qemu-img) copies it out, a clean ext4 with the files.
+	for _, cmd := range []string{"qemu-img", "iscsi-ls"} {
+		testutil.NeedCmd(t, cmd)
+	}
+	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})
+	addr := sv.Addrs["iscsi"]
+	iqn := "iqn.2026-11.io.tristore:-cloud:vol1"
+	if out := sh(t, "iscsi-ls", "-s", "iscsi://"+addr); !strings.Contains(out, iqn) {
+		t.Fatalf("iscsi-ls:\n%s", out)
+	}
+	raw := filepath.Join(t.TempDir(), "copy.raw")
+	sh(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
+	sh(t, "e2fsck", "-fn", raw)
+	vmnt3 := t.TempDir()
+	mountFS(t, loop(t, raw, true), vmnt3, "-o", "ro")
+	for name, want := range map[string]map[string]string{"json": wantJSON, "xml": wantXML} {
+		if got := sums(t, filepath.Join(vmnt3, name)); !maps.Equal(got, want) {
+			t.Fatalf("%s differs in the copy read over iSCSI with one volume server dead", name)
+		}
+	}
 }

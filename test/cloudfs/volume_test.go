@@ -41,6 +41,22 @@ func loop(t *testing.T, file string, ro bool) string {
 	return dev
 }
 
+// detach detaches loop device dev from file and waits (up to 10 s) until
+// no loop device holds file any more: the kernel lets go of a detached
+// loop device's backing file asynchronously, and a FUSE mount stopped
+// before that is busy (the mount then exits 1 after a lazy detach).
+func detach(t *testing.T, dev, file string) {
+	t.Helper()
+	sh(t, "losetup", "-d", dev)
+	for i := 0; i < 100; i++ {
+		if strings.TrimSpace(sh(t, "losetup", "-j", file)) == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("a loop device still holds %s 10 s after losetup -d %s", file, dev)
+}
+
 func mountFS(t *testing.T, dev, dir string, opts ...string) {
 	t.Helper()
 	sh(t, "mount", append(opts, dev, dir)...)
@@ -118,13 +134,14 @@ func TestCloudVolume(t *testing.T) {
 	if err == nil || !strings.Contains(string(out2), "leased by another gateway") {
 		t.Fatalf("second gateway: %v\n%s", err, out2)
 	}
-	sh(t, "losetup", "-d", dev)
+	detach(t, dev, lun)
 	m.Stop(t, 90*time.Second)
 
 	// Remounted read-only with an empty cache: every block from the bucket.
 	dir2 := t.TempDir()
 	m2 := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
-	dev2 := loop(t, filepath.Join(dir2, "lun"), true)
+	lun2 := filepath.Join(dir2, "lun")
+	dev2 := loop(t, lun2, true)
 	sh(t, "e2fsck", "-fn", dev2)
 	mnt1 := t.TempDir()
 	mountFS(t, dev2, mnt1, "-o", "ro")
@@ -132,7 +149,7 @@ func TestCloudVolume(t *testing.T) {
 		t.Fatal("tree differs after a remount with an empty cache")
 	}
 	sh(t, "umount", mnt1)
-	sh(t, "losetup", "-d", dev2)
+	detach(t, dev2, lun2)
 	m2.Stop(t, 90*time.Second)
 
 	// The gateway's serve offers it over iSCSI.
