@@ -227,3 +227,39 @@ func (r *recordDue) Process(p *Packet) Verdict {
 	r.dues = append(r.dues, p.Due)
 	return Pass
 }
+
+// TestTrainsOnReorderingLink: why a reordering link forwards packet by
+// packet (Start). With the realistic preset's σ 10 ms jitter per segment
+// and reordering, neighbouring segments are almost never due in order
+// within the 1 ms train window, so a super-packet splits into parts of
+// about one segment: offload would save no writes and add a rebuild
+// (copy) per segment. Without reordering (due times only rise) the parts
+// stay long.
+func TestTrainsOnReorderingLink(t *testing.T) {
+	d := Presets["realistic"].Dir
+	src := superFrame(8*1448, 1448)
+	sp, ok := parseSuper(src)
+	if !ok {
+		t.Fatal("superFrame did not parse")
+	}
+	for _, c := range []struct {
+		reorder  bool
+		min, max float64 // segments per part
+	}{{true, 1, 1.1}, {false, 5, 8}} {
+		chain := NewChain(d, c.reorder, 7)
+		var parts []part
+		segs, n := 0, 0
+		for i := range 2000 {
+			parts = trains(chain, sp, &Packet{}, src, int64(i)*int64(time.Millisecond), trainWindow(d), parts, func(Verdict) {})
+			for _, p := range parts {
+				segs += p.b - p.a
+				n++
+			}
+		}
+		per := float64(segs) / float64(n)
+		t.Logf("reorder %v: %d segments in %d parts, %.2f per part", c.reorder, segs, n, per)
+		if per < c.min || per > c.max {
+			t.Errorf("reorder %v: %.2f segments per part, want %.1f-%.1f", c.reorder, per, c.min, c.max)
+		}
+	}
+}

@@ -88,10 +88,14 @@ func Start(ctx context.Context, cfg Config) (l *Link, err error) {
 	}()
 	// The devices live in their own namespaces, so one fixed name each is
 	// unique; several links at once differ by namespace.
-	// With reordering, offload lowered one TCP stream's goodput on the
-	// realistic preset (BENCHMARKS.md: 6.5 vs 8.9 Mbit/s, ranges apart;
-	// cause not found), so such links stay packet by packet, as measured
-	// before the offload existed.
+	// A reordering link stays packet by packet: with σ 10 ms of jitter
+	// per segment (realistic) trains split at nearly every segment (1.03
+	// segments per part, TestTrainsOnReorderingLink), so offload saves no
+	// writes and adds a rebuild per segment (median 7.4 vs 6.6 % of a core
+	// in 9 paired runs, docs/bench/profiles/netem-realistic-offload-s7.txt).
+	// Its goodput was not lower there (median 7.4 vs 8.0 Mbit/s, paired
+	// differences -4.4 to +2.9): the 6.5 vs 8.9 Mbit/s of an earlier run
+	// (3 rounds) was within one TCP stream's spread on that link.
 	offload := !cfg.NoOffload && !cfg.Reorder
 	if l.client, err = newSide(cfg.Name+"-c", "tsc0", cfg.ClientAddr, cfg.PrefixLen, cfg.MTU, offload); err != nil {
 		return l, err
