@@ -73,7 +73,8 @@ func NewTally() *Tally { return &Tally{st: newStats()} }
 
 // Retryable says whether a failed request may succeed if repeated: 5xx,
 // 429 and throttling, timeouts, connection resets and bytes that arrived
-// damaged. Any other 4xx is the caller's mistake and is never repeated;
+// damaged (a download's ErrChecksum; an upload the server refused as
+// BadDigest or XAmzContentSHA256Mismatch). Any other 4xx is the caller's mistake and is never repeated;
 // neither is a refused connection (the endpoint is not there).
 func Retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
@@ -86,6 +87,11 @@ func Retryable(err error) bool {
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable":
+			return true
+		case "BadDigest", "XAmzContentSHA256Mismatch":
+			// The server refused bytes that do not match the checksum or
+			// the signed SHA-256 they were sent with: damaged on the way,
+			// like a download's ErrChecksum; the client still holds them.
 			return true
 		}
 	}
