@@ -111,7 +111,8 @@ type Options struct {
 }
 
 // FS is one exported subtree. It keeps no per-file state (beyond a small
-// cache of handles that a search failed to find, reconnect.go); it is safe for
+// cache of handles that a search failed to find, reconnect.go, and a few
+// unnamed files ready for CreateFile, tmppool.go); it is safe for
 // concurrent use.
 type FS struct {
 	root     string // absolute, symlinks resolved
@@ -128,6 +129,7 @@ type FS struct {
 	hints    *index // kernel mode: where moved files are (reconnect.go)
 	missed   missCache
 	rootFH   Handle
+	pool     *tmpPool // unnamed files for CreateFile (nil: read-only or no O_TMPFILE)
 }
 
 // Open opens the export rooted at dir (which must exist and be a directory).
@@ -183,11 +185,17 @@ func Open(dir string, opts Options) (*FS, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("vfs: root handle: %w", err)
 	}
+	if !fs.readOnly {
+		fs.pool = newTmpPool(fd)
+	}
 	return fs, nil
 }
 
-// Close releases the root descriptor.
-func (fs *FS) Close() error { return unix.Close(fs.rootFd) }
+// Close releases the root descriptor and the unnamed files kept for CreateFile.
+func (fs *FS) Close() error {
+	fs.pool.close()
+	return unix.Close(fs.rootFd)
+}
 
 // Root returns the handle of the export root.
 func (fs *FS) Root() Handle { return fs.rootFH }

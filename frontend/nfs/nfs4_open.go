@@ -507,7 +507,7 @@ func (c *compound) openCreate(f fh4, cred vfs.Cred, args *nfs4.OpenArgs) (vfs.Ha
 	if mode == vfs.CreateExclusive {
 		attrs = vfs.SetAttr{}
 	}
-	h, a, dc, err := f.e.fs.Create(cred, f.h, args.Name, mode, attrs, args.Verifier)
+	h, a, dc, err := f.e.fs.CreateFile(cred, f.h, args.Name, mode, attrs, args.Verifier)
 	if err != nil {
 		return nil, vfs.Attr{}, dc, false, nil, statusOf4(err)
 	}

@@ -78,7 +78,7 @@ func nfsCreate(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) erro
 		case nfs3.Exclusive:
 			mode = vfs.CreateExclusive
 		}
-		h, a, dc, err := e.fs.Create(cred, vfs.Handle(args.Where.Dir), args.Where.Name, mode, sattr(&args.Attr), args.Verf)
+		h, a, dc, err := e.fs.CreateFile(cred, vfs.Handle(args.Where.Dir), args.Where.Name, mode, sattr(&args.Attr), args.Verf)
 		res = created(st, h, a, dc, err)
 	} else {
 		res.Status = st
