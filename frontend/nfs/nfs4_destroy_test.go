@@ -16,21 +16,9 @@ import (
 // closed-stateid replay entries until the lease ran out: issue 14's memory
 // soak found 25 MB of them in the idle server.
 func TestNFSv41DestroyClientIDAfterClose(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	srv, addr := testServer(t, dir)
-	c := dial(t, addr)
-	sid, clid := session41(t, c, "client-d")
-	sq := newSeq(sid, "client-d")
-	var open nfs4.OpenRes
-	var fh nfs4.GetFHRes
-	st, _ := c.compound4(1, sq.op(), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
-		o4(nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessBoth, Owner: nfs4.Owner{ClientID: clid, Owner: []byte("o1")},
-			Create: true, CreateMode: nfs4.CreateUnchecked, Claim: nfs4.ClaimNull, Name: "f.txt"}, &open),
-		o4(nfs4.OpGetFH, &nfs4.NoArgs{}, &fh))
-	if st != nfs4.OK {
-		t.Fatalf("OPEN: %d", st)
-	}
+	v := newV41(t, "client-d")
+	srv, c, clid, sid, sq := v.srv, v.c, v.clid, v.sid, v.sq
+	open, fh := v.create(t, "f.txt", nfs4.CreateUnchecked, nfs4.RawFattr{})
 	busy := func() {
 		t.Helper()
 		if st, _ := c.compound4(1, o4(nfs4.OpDestroyClientID, &nfs4.ClientIDArgs{ClientID: clid}, nil)); st != nfs4.ErrClientIDBusy {

@@ -94,6 +94,44 @@ func session41(t *testing.T, c *rpcConn, owner string) ([16]byte, uint64) {
 	return cs.SessionID, ex.ClientID
 }
 
+// v41 is a 4.1 client with a session (session41) on a fresh test server
+// exporting dir.
+type v41 struct {
+	srv  *Server
+	dir  string
+	c    *rpcConn
+	clid uint64
+	sid  [16]byte
+	sq   *seq41
+}
+
+func newV41(t *testing.T, owner string) *v41 {
+	t.Helper()
+	needRoot(t)
+	dir := t.TempDir()
+	srv, addr := testServer(t, dir)
+	c := dial(t, addr)
+	sid, clid := session41(t, c, owner)
+	return &v41{srv: srv, dir: dir, c: c, clid: clid, sid: sid, sq: newSeq(sid, owner)}
+}
+
+// create opens name in the export root for reading and writing as open
+// owner "o1", creating it (createMode, attrs), and returns the open result
+// and the file's handle; any status but OK fails the test.
+func (v *v41) create(t *testing.T, name string, createMode uint32, attrs nfs4.RawFattr) (nfs4.OpenRes, nfs4.GetFHRes) {
+	t.Helper()
+	var open nfs4.OpenRes
+	var fh nfs4.GetFHRes
+	st, _ := v.c.compound4(1, v.sq.op(), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
+		o4(nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessBoth, Owner: nfs4.Owner{ClientID: v.clid, Owner: []byte("o1")},
+			Create: true, CreateMode: createMode, Attrs: attrs, Claim: nfs4.ClaimNull, Name: name}, &open),
+		o4(nfs4.OpGetFH, &nfs4.NoArgs{}, &fh))
+	if st != nfs4.OK {
+		t.Fatalf("OPEN %s: %d", name, st)
+	}
+	return open, fh
+}
+
 type seq41 struct {
 	id   [16]byte
 	next uint32
@@ -114,25 +152,12 @@ func (s *seq41) op() op4 {
 }
 
 func TestNFSv41OpenWriteReadClose(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	_, addr := testServer(t, dir)
-	c := dial(t, addr)
-	sid, clid := session41(t, c, "client-a")
-	sq := newSeq(sid, "client-a")
-	var open nfs4.OpenRes
-	var fh nfs4.GetFHRes
-	st, _ := c.compound4(1, sq.op(), o4(nfs4.OpPutRootFH, &nfs4.NoArgs{}, nil),
-		o4(nfs4.OpOpen, &nfs4.OpenArgs{ShareAccess: nfs4.ShareAccessBoth, Owner: nfs4.Owner{ClientID: clid, Owner: []byte("o1")},
-			Create: true, CreateMode: nfs4.CreateGuarded, Attrs: nfs4.RawFattr{Mask: nfs4.NewBitmap(nfs4.AttrMode), Vals: []byte{0, 0, 1, 0xa4}},
-			Claim: nfs4.ClaimNull, Name: "f.txt"}, &open),
-		o4(nfs4.OpGetFH, &nfs4.NoArgs{}, &fh))
-	if st != nfs4.OK {
-		t.Fatalf("OPEN: %d", st)
-	}
+	v := newV41(t, "client-a")
+	c, dir, clid, sq := v.c, v.dir, v.clid, v.sq
+	open, fh := v.create(t, "f.txt", nfs4.CreateGuarded, nfs4.RawFattr{Mask: nfs4.NewBitmap(nfs4.AttrMode), Vals: []byte{0, 0, 1, 0xa4}})
 	var wr nfs4.WriteRes
 	var rd nfs4.ReadRes
-	st, _ = c.compound4(1, sq.op(), o4(nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh.FH}, nil),
+	st, _ := c.compound4(1, sq.op(), o4(nfs4.OpPutFH, &nfs4.PutFHArgs{FH: fh.FH}, nil),
 		o4(nfs4.OpWrite, &nfs4.WriteArgs{Stateid: open.Stateid, Offset: 0, Stable: nfs4.FileSync, Data: []byte("hello v4")}, &wr),
 		o4(nfs4.OpRead, &nfs4.ReadArgs{Stateid: open.Stateid, Offset: 0, Count: 100}, &rd),
 		o4(nfs4.OpClose, &nfs4.CloseArgs{Stateid: open.Stateid}, &nfs4.StateidRes{}))
