@@ -216,16 +216,9 @@ func runClientsN(ctx context.Context, r *Runner, n int, sizes []int64) error {
 func clientsStep(ctx context.Context, r *Runner, cs []*client, st clientStep) error {
 	n := len(cs)
 	name := Step{Phase: st.Phase, Unit: st.Size, Threads: n}.String()
-	r.phase.Store(&name)
-	r.planned.Store(int64(st.Count * n))
-	r.doneOps.Store(0)
-	var up0, dn0 int64
-	if r.cfg.Wire != nil {
-		up0, dn0 = r.cfg.Wire()
-	}
 	line, _ := json.Marshal(st)
 	line = append(line, '\n')
-	start := time.Now()
+	m := r.beginPhase(name, int64(st.Count*n))
 	for i, c := range cs {
 		if _, err := c.in.Write(line); err != nil {
 			return fmt.Errorf("phase %s on %s: client %d: %w%s", name, r.target, i, err, c.why())
@@ -265,17 +258,8 @@ func clientsStep(ctx context.Context, r *Runner, cs []*client, st clientStep) er
 		}()
 	}
 	wg.Wait()
-	ph.Start, ph.End = r.W.Since(start), r.W.Since(time.Now())
-	if r.cfg.Wire != nil {
-		up1, dn1 := r.cfg.Wire()
-		ph.WireUp, ph.WireDn = up1-up0, dn1-dn0
-	}
-	r.W.AddPhase(ph)
-	if r.cfg.Progress != nil {
-		p := r.Progress()
-		p.Phase, p.StepEnded, p.Step = name, true, ph
-		r.cfg.Progress(p)
-	}
+	// The clients' own CPU times are in ph already (summed above).
+	r.endPhase(m, name, ph, false)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("phase %s on %s: %w", name, r.target, err)
 	}

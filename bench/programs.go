@@ -26,9 +26,6 @@ func (r *Runner) Programs(ctx context.Context, s Step, planned int, prog func(ct
 		s.Threads = 1
 	}
 	name := s.String()
-	r.phase.Store(&name)
-	r.planned.Store(int64(planned))
-	r.doneOps.Store(0)
 	limit := int64(r.cfg.MaxConsecutiveErrors)
 	if limit <= 0 {
 		limit = 10
@@ -36,12 +33,7 @@ func (r *Runner) Programs(ctx context.Context, s Step, planned int, prog func(ct
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	st := &stepState{r: r, s: s, limit: limit, cancel: cancel}
-	var up0, dn0 int64
-	if r.cfg.Wire != nil {
-		up0, dn0 = r.cfg.Wire()
-	}
-	cu0, cs0 := CPUTimes()
-	start := time.Now()
+	m := r.beginPhase(name, int64(planned))
 	var wg sync.WaitGroup
 	for w := range s.Threads {
 		wg.Add(1)
@@ -62,27 +54,9 @@ func (r *Runner) Programs(ctx context.Context, s Step, planned int, prog func(ct
 		}()
 	}
 	wg.Wait()
-	end := time.Now()
-	cu1, cs1 := CPUTimes()
-	ph := Phase{Name: s.Phase, Form: s.Form, Unit: s.Unit, Threads: s.Threads, Start: r.W.Since(start), End: r.W.Since(end),
-		Ops: st.nops.Load(), Errors: st.nerr.Load(), Payload: st.payload.Load(), CPUUser: cu1 - cu0, CPUSys: cs1 - cs0}
-	if r.cfg.Wire != nil {
-		up1, dn1 := r.cfg.Wire()
-		ph.WireUp, ph.WireDn = up1-up0, dn1-dn0
-	}
-	r.W.AddPhase(ph)
-	if r.cfg.Progress != nil {
-		p := r.Progress()
-		p.Phase, p.StepEnded, p.Step = name, true, ph
-		r.cfg.Progress(p)
-	}
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return fmt.Errorf("phase %s on %s: %w", name, r.target, cause)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("phase %s on %s: %w", name, r.target, err)
-	}
-	return nil
+	r.endPhase(m, name, Phase{Name: s.Phase, Form: s.Form, Unit: s.Unit, Threads: s.Threads,
+		Ops: st.nops.Load(), Errors: st.nerr.Load(), Payload: st.payload.Load()}, true)
+	return r.phaseErr(ctx, name)
 }
 
 type stepState struct {

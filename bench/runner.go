@@ -191,9 +191,6 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 		s.Threads = 1
 	}
 	name := s.String()
-	r.phase.Store(&name)
-	r.planned.Store(int64(s.Count))
-	r.doneOps.Store(0)
 	limit := int64(r.cfg.MaxConsecutiveErrors)
 	if limit <= 0 {
 		limit = 10
@@ -201,12 +198,7 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next, consecutive, nops, nerr, payload atomic.Int64
-	var up0, dn0 int64
-	if r.cfg.Wire != nil {
-		up0, dn0 = r.cfg.Wire()
-	}
-	cu0, cs0 := CPUTimes()
-	start := time.Now()
+	m := r.beginPhase(name, int64(s.Count))
 	var wg sync.WaitGroup
 	for w := range s.Threads {
 		wg.Add(1)
@@ -254,13 +246,46 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 		}()
 	}
 	wg.Wait()
+	r.endPhase(m, name, Phase{Name: s.Phase, Form: s.Form, Unit: s.Unit, Threads: s.Threads,
+		Ops: nops.Load(), Errors: nerr.Load(), Payload: payload.Load()}, true)
+	return r.phaseErr(ctx, name)
+}
+
+// phaseMark is what a phase reads as it begins (the clock, the wire and
+// CPU counters), so that endPhase records it as one Phase.
+type phaseMark struct {
+	start    time.Time
+	up0, dn0 int64
+	cu0, cs0 float64
+}
+
+// beginPhase makes name the running phase with planned requests (for
+// progress) and reads the counters it starts from.
+func (r *Runner) beginPhase(name string, planned int64) phaseMark {
+	r.phase.Store(&name)
+	r.planned.Store(planned)
+	r.doneOps.Store(0)
+	var m phaseMark
+	if r.cfg.Wire != nil {
+		m.up0, m.dn0 = r.cfg.Wire()
+	}
+	m.cu0, m.cs0 = CPUTimes()
+	m.start = time.Now()
+	return m
+}
+
+// endPhase completes ph (its times, wire bytes and, with cpu, this
+// process's CPU time since m), records it and reports it as progress.
+func (r *Runner) endPhase(m phaseMark, name string, ph Phase, cpu bool) {
 	end := time.Now()
-	cu1, cs1 := CPUTimes()
-	ph := Phase{Name: s.Phase, Form: s.Form, Unit: s.Unit, Threads: s.Threads, Start: r.W.Since(start), End: r.W.Since(end),
-		Ops: nops.Load(), Errors: nerr.Load(), Payload: payload.Load(), CPUUser: cu1 - cu0, CPUSys: cs1 - cs0}
+	if cpu {
+		cu1, cs1 := CPUTimes()
+		ph.CPUUser, ph.CPUSys = cu1-m.cu0, cs1-m.cs0
+	}
+	ph.Start, ph.End = r.W.Since(m.start), r.W.Since(end)
 	if r.cfg.Wire != nil {
 		up1, dn1 := r.cfg.Wire()
-		ph.WireUp, ph.WireDn = up1-up0, dn1-dn0
+		ph.WireUp, ph.WireDn = up1-m.up0, dn1-m.dn0
 	}
 	r.W.AddPhase(ph)
 	if r.cfg.Progress != nil {
@@ -268,6 +293,11 @@ func (r *Runner) Step(ctx context.Context, s Step, fn ReqFunc) error {
 		p.Phase, p.StepEnded, p.Step = name, true, ph
 		r.cfg.Progress(p)
 	}
+}
+
+// phaseErr is a phase's error once it ended: the cause that stopped it,
+// or the context's error.
+func (r *Runner) phaseErr(ctx context.Context, name string) error {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return fmt.Errorf("phase %s on %s: %w", name, r.target, cause)
 	}
