@@ -387,7 +387,7 @@ func batchErr(cmd *cobra.Command, r s3client.BatchResult) error {
 	for _, e := range r.Errors {
 		fmt.Fprintln(cmd.ErrOrStderr(), "failed:", e)
 	}
-	return failedErr(fmt.Errorf("%d of %d files failed (each named above); first: %s", r.Failed, r.Files, r.Errors[0]))
+	return failedErr(fmt.Errorf("%d of %d files failed (listed above; files a stop cut off are counted in one line); first: %s", r.Failed, r.Files, r.Errors[0]))
 }
 
 // localExists reports whether p exists (any error but "not there" counts

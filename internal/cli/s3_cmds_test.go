@@ -351,6 +351,13 @@ func TestS3ExitCodes(t *testing.T) {
 	if out, _ := s3Run(t, 0, "ls", "s3://codes/b/"); strings.Count(out, "\n") != 3 {
 		t.Errorf("the other files: %q", out)
 	}
+	// Into a bucket that does not exist: exit 1, NoSuchBucket named, and
+	// no "context canceled" line for each file the stop cut off (TestBatch
+	// makes sure some are cut off; here they may all have had the 404).
+	_, errOut = s3Run(t, 1, "cp", "-r", src, "s3://nosuchbucket/b/", "--parallel", "8")
+	if !strings.Contains(errOut, "NoSuchBucket") || strings.Contains(errOut, "context canceled") {
+		t.Errorf("cp -r into a missing bucket: %q", errOut)
+	}
 	// Wrong credentials: a clear error, exit 1.
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-wrong-secret-wrong-secret0")
 	_, errOut = s3Run(t, 1, "ls", "s3://codes/")
