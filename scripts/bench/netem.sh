@@ -8,6 +8,20 @@
 #
 #   sudo scripts/bench/netem.sh [ROUNDS] [SECONDS]   # defaults: 3 rounds, 5 s per iperf3 run
 #
+# Environment:
+#   NETEM_LINKS="100mbit-25ms unlimited-1ms-pin ..."  only these links (names
+#                in ORDER below; default all)
+#   NETEM_BEFORE=REV   also build tristore at REV (git archive) and run every
+#                link with it too, side "before", interleaved with the
+#                commit under test (side "forwarder"; the order of the two
+#                rotates per round): a before/after in one run
+#   NETEM_GOBENCH=0    skip the in-process Go benchmark
+#
+# The -pin link runs the forwarder under `taskset -c 1` (its every thread:
+# one CPU) and both iperf3 ends under `taskset -c 0`, so "on one core" is
+# measured: the forwarder's CPU there includes the receiving namespace's
+# TCP input, which the kernel runs in the forwarder's TUN writes.
+#
 # Per round, each link (the order rotates by one per round) runs
 # `tristore netem run LINK --server-cmd "iperf3 -s" -- client.sh`, where
 # client.sh runs `iperf3 -c -t SECONDS -J` and reads the forwarder's CPU
@@ -27,7 +41,21 @@ bench_need_cmd iperf3 "apt-get install iperf3"
 bench_need_cmd python3 "apt-get install python3"
 WORK=$(mktemp -d)
 bench_start "$WORK"
-(cd "$SRC" && go test -c -o "$WORK/netem.test" ./netem) || bench_fail "cannot build the netem test binary"
+GOBENCH=${NETEM_GOBENCH:-1}
+if [ "$GOBENCH" != 0 ]; then
+  (cd "$SRC" && go test -c -o "$WORK/netem.test" ./netem) || bench_fail "cannot build the netem test binary"
+fi
+SIDES=(forwarder)
+declare -A BIN=([forwarder]="$WORK/tristore")
+BEFORE_COMMIT=""
+if [ -n "${NETEM_BEFORE:-}" ]; then
+  BEFORE_COMMIT=$(git -C "$BENCH_ROOT" rev-parse --short=12 "$NETEM_BEFORE^{commit}") || bench_fail "NETEM_BEFORE=$NETEM_BEFORE is not a commit"
+  mkdir -p "$WORK/before"
+  git -C "$BENCH_ROOT" archive "$BEFORE_COMMIT" | tar -x -C "$WORK/before" || bench_fail "git archive $BEFORE_COMMIT failed"
+  (cd "$WORK/before" && go build -o "$WORK/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
+  SIDES=(forwarder before)
+  BIN[before]="$WORK/tristore-before"
+fi
 
 # client.sh runs in the client namespace; its parent is the tristore process.
 cat >"$WORK/client.sh" <<'EOS'
@@ -45,7 +73,7 @@ done
 sleep 0.5
 a=$(awk '{print $14+$15}' /proc/$p/stat)
 t0=$(date +%s.%N)
-timeout $((DUR + 30)) iperf3 -c 192.0.2.2 -t "$DUR" -J >"$OUT"
+timeout $((DUR + 30)) $IPERF_PIN iperf3 -c 192.0.2.2 -t "$DUR" -J >"$OUT"
 t1=$(date +%s.%N)
 b=$(awk '{print $14+$15}' /proc/$p/stat)
 echo "$a $b $(getconf CLK_TCK) $t0 $t1" >"$OUT.cpu"
@@ -61,6 +89,7 @@ declare -A LINK=(
   [unlimited-1ms-pkt]="--rate 0 --delay 1ms --offload=false"
   [100mbit-25ms-pkt]="--rate 100mbit --delay 25ms --jitter 10ms --loss 0.1% --offload=false"
   [realistic-pkt]="--preset realistic --offload=false"
+  [unlimited-1ms-pin]="--rate 0 --delay 1ms"
 )
 declare -A LABEL=(
   [unlimited-0ms]="unlimited rate, 0 ms"
@@ -71,24 +100,43 @@ declare -A LABEL=(
   [unlimited-1ms-pkt]="unlimited rate, 1 ms one way, --offload=false"
   [100mbit-25ms-pkt]="100 Mbit/s, 25 ms one way, σ 10 ms, 0.1 % loss, --offload=false"
   [realistic-pkt]="realistic preset, --offload=false"
+  [unlimited-1ms-pin]="unlimited rate, 1 ms one way, forwarder on CPU 1 only, iperf3 on CPU 0"
 )
+# Links run pinned: forwarder CPU list and iperf3 CPU list for taskset.
+declare -A PIN=([unlimited-1ms-pin]="1 0")
 # The -pkt links forward packet by packet (no TUN offloads), for the
 # before/after of the offload within one run.
-ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic unlimited-1ms-pkt 100mbit-25ms-pkt realistic-pkt)
+ORDER=(unlimited-0ms unlimited-1ms lan 100mbit-25ms realistic unlimited-1ms-pkt 100mbit-25ms-pkt realistic-pkt unlimited-1ms-pin)
+if [ -n "${NETEM_LINKS:-}" ]; then
+  for l in $NETEM_LINKS; do [ -n "${LINK[$l]:-}" ] || bench_fail "NETEM_LINKS: no link $l (have ${ORDER[*]})"; done
+  read -r -a ORDER <<<"$NETEM_LINKS"
+fi
+[ "$(nproc)" -ge 2 ] || [[ " ${ORDER[*]} " != *-pin* ]] || bench_fail "the -pin link needs 2 CPUs"
+ENVNOTE=""
+[ -n "${NETEM_LINKS:-}" ] && ENVNOTE="NETEM_LINKS=\"$NETEM_LINKS\" "
+[ -n "$BEFORE_COMMIT" ] && ENVNOTE="${ENVNOTE}NETEM_BEFORE=$BEFORE_COMMIT "
+[ "$GOBENCH" = 0 ] && ENVNOTE="${ENVNOTE}NETEM_GOBENCH=0 "
+PEERS=(-peer "iperf3=$(iperf3 --version 2>&1 | awk 'NR == 1 { print $2 }') (traffic source only)")
+[ -n "$BEFORE_COMMIT" ] && PEERS+=(-peer "before=tristore $BEFORE_COMMIT (the same forwarder before the change under test)")
 
-bench_machine "sudo scripts/bench/netem.sh $ROUNDS $DUR" -ours forwarder \
-  -peer "iperf3=$(iperf3 --version 2>&1 | awk 'NR == 1 { print $2 }') (traffic source only)" \
+bench_machine "sudo ${ENVNOTE}scripts/bench/netem.sh $ROUNDS $DUR" -ours forwarder "${PEERS[@]}" \
   -note "No peer forwarder was run: the rows are the forwarder's own goodput and CPU (one core = 100 %). One TCP stream, MTU 1500, ${DUR} s per iperf3 run. Go benchmark: go test -run '^\$' -bench LinkTCP -benchtime 20000x ./netem."
 
 for r in $(seq 1 "$ROUNDS"); do
   for l in $(bench_order "$r" "${ORDER[@]}"); do
-    echo "round $r: $l" >&2
+   for side in $(bench_order "$r" "${SIDES[@]}"); do
+    echo "round $r: $l ($side)" >&2
     lb=$(bench_load)
     rm -f "$WORK/iperf.json" "$WORK/iperf.json.cpu"
+    fpin="" ipin=""
+    if [ -n "${PIN[$l]:-}" ]; then
+      read -r fc ic <<<"${PIN[$l]}"
+      fpin="taskset -c $fc" ipin="taskset -c $ic"
+    fi
     # shellcheck disable=SC2086
-    DUR=$DUR OUT="$WORK/iperf.json" "$WORK/tristore" netem run ${LINK[$l]} \
-      --server-cmd "iperf3 -s -B 192.0.2.2 >/dev/null 2>&1" --counters-file "$WORK/counters.txt" \
-      -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 || bench_fail "link $l failed in round $r: $(tail -3 "$WORK/run.log")"
+    DUR=$DUR OUT="$WORK/iperf.json" IPERF_PIN="$ipin" $fpin "${BIN[$side]}" netem run ${LINK[$l]} \
+      --server-cmd "$ipin iperf3 -s -B 192.0.2.2 >/dev/null 2>&1" --counters-file "$WORK/counters.txt" \
+      -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 || bench_fail "link $l ($side) failed in round $r: $(tail -3 "$WORK/run.log")"
     read -r a b hz t0 t1 <"$WORK/iperf.json.cpu"
     read -r mbit cpu cpg < <(python3 -c '
 import json, sys
@@ -96,12 +144,15 @@ bps = json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]
 a, b, hz, t0, t1 = map(float, sys.argv[2:])
 cpu = (b - a) / hz / (t1 - t0)
 print(bps / 1e6, cpu * 100, cpu / (bps / 1e9))' "$WORK/iperf.json" "$a" "$b" "$hz" "$t0" "$t1")
-    bench_record "$r" forwarder "$lb" -json "$WORK/iperf.json" \
+    bench_record "$r" "$side" "$lb" -json "$WORK/iperf.json" \
       -v "${LABEL[$l]}: iperf3 goodput, Mbit/s=$mbit" \
       -v "${LABEL[$l]}: forwarder CPU, %=$cpu" \
       -v "${LABEL[$l]}: cores per Gbit/s=$cpg"
+   done
   done
-  # In-process benchmark: unlimited rate at 0 and 1 ms.
+  # In-process benchmark: unlimited rate at 0 and 1 ms (the commit under
+  # test only).
+  [ "$GOBENCH" = 0 ] && continue
   for d in 0 1ms; do
     lb=$(bench_load)
     out=$(NETEM_BENCH_DELAY=$([ "$d" = 0 ] && echo "" || echo "$d") "$WORK/netem.test" -test.run '^$' \
