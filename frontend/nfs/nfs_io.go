@@ -5,6 +5,9 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tristore/tristore/proto/nfs3"
 	"github.com/tristore/tristore/proto/sunrpc"
@@ -171,19 +174,97 @@ type fileTail struct {
 // sendFileTail sends the record: header + b, then t's range of the file
 // with sendfile, then zeros for anything the file no longer has, then XDR
 // padding. The caller holds the connection's write lock.
+//
+// The header goes out with MSG_MORE, so TCP sends it in one segment with
+// the first data instead of a small segment of its own: a client waiting
+// for the reply wakes once for it, not once for the header and again for
+// the data (libnfs's nfs-cp, one READ at a time, did). sendfile is given
+// the offset, so the descriptor's own offset is neither used nor moved.
 func sendFileTail(conn net.Conn, b []byte, t *fileTail) error {
 	total := len(b) + int(t.n) + len(nfs3.Pad(int(t.n)))
-	hdr := sunrpc.AppendFragmentHeader(make([]byte, 0, 4+len(b)), total, true)
-	if _, err := conn.Write(append(hdr, b...)); err != nil {
-		return err
+	hdr := append(sunrpc.AppendFragmentHeader(make([]byte, 0, 4+len(b)), total, true), b...)
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return sendFileTailCopy(conn, hdr, t)
 	}
-	if _, err := t.f.Seek(t.off, io.SeekStart); err != nil {
-		return err
-	}
-	sent, err := conn.(io.ReaderFrom).ReadFrom(io.LimitReader(t.f, t.n))
+	rc, err := sc.SyscallConn()
 	if err != nil {
 		return err
 	}
+	flags := 0
+	if t.n > 0 {
+		flags = unix.MSG_MORE // data follows at once
+	}
+	var serr error
+	sent := 0
+	err = rc.Write(func(fd uintptr) bool {
+		for sent < len(hdr) {
+			n, err := unix.SendmsgN(int(fd), hdr[sent:], nil, nil, flags)
+			switch {
+			case err == unix.EAGAIN:
+				return false
+			case err == unix.EINTR:
+			case err != nil:
+				serr = err
+				return true
+			default:
+				sent += n
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	off, left := t.off, t.n
+	ffd := int(t.f.Fd())
+	err = rc.Write(func(fd uintptr) bool {
+		for left > 0 {
+			n, err := unix.Sendfile(int(fd), ffd, &off, int(min(left, 1<<30)))
+			if n > 0 {
+				left -= int64(n)
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false
+			case err == unix.EINTR:
+			case err != nil:
+				serr = err
+				return true
+			case n == 0:
+				return true // end of file: the file shrank
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return sendTailEnd(conn, t, t.n-left)
+}
+
+// sendFileTailCopy is sendFileTail for a connection without a descriptor
+// (tests' pipes): the data is read and written.
+func sendFileTailCopy(conn net.Conn, hdr []byte, t *fileTail) error {
+	if _, err := conn.Write(hdr); err != nil {
+		return err
+	}
+	sent, err := io.Copy(conn, io.NewSectionReader(t.f, t.off, t.n))
+	if err != nil {
+		return err
+	}
+	return sendTailEnd(conn, t, sent)
+}
+
+// sendTailEnd sends zeros for the part of t's range the file no longer
+// had (sent bytes went out), then the XDR padding.
+func sendTailEnd(conn net.Conn, t *fileTail, sent int64) error {
 	for sent < t.n {
 		z := make([]byte, min(t.n-sent, 64<<10))
 		m, err := conn.Write(z)
@@ -193,7 +274,8 @@ func sendFileTail(conn net.Conn, b []byte, t *fileTail) error {
 		sent += int64(m)
 	}
 	if pad := nfs3.Pad(int(t.n)); len(pad) > 0 {
-		_, err = conn.Write(pad)
+		_, err := conn.Write(pad)
+		return err
 	}
-	return err
+	return nil
 }
