@@ -10,6 +10,10 @@
 # server, an `async` export of another bucket: data still synced at
 # FILE_SYNC/COMMIT, names not; ganesha's VFS FSAL makes the same promise,
 # so this is the same-durability comparison) and ganesha.
+#   BEFORE_REV=<commit> adds the sides "tristore-before" and
+#   "tristore-before-async": tristore built from that commit, a second
+#   server with the same two exports on its own data directory, measured in
+#   the same interleaved rounds (a before/after in one run).
 #
 # Per round, each side (the order rotates by one per round):
 #   tristore nfs bench: creates/s of FILES files of 4 KiB, each CREATE + WRITE
@@ -32,10 +36,11 @@ cd "$BENCH_ROOT"
 ROUNDS=${1:-3}
 FILES=${2:-1000}
 SERVE_PID=""
+BEFORE_PID=""
 WORK=""
 NS="tsnfsbench-$$"
 cleanup() {
-  if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null || true; wait "$SERVE_PID" 2>/dev/null || true; fi
+  for p in $SERVE_PID $BEFORE_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   if [ -n "$WORK" ]; then
     scripts/bench/nfs-ganesha.sh stop "$NS" "$WORK/ganesha" || true
     rm -rf "$WORK"
@@ -50,25 +55,51 @@ for c in ip unshare sha256sum; do bench_need_cmd "$c" "apt-get install iproute2 
 WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/tristore-nfs-bench.XXXXXX")
 bench_start "$WORK"
 BIN="$WORK/tristore"
+BEFORE_REV=${BEFORE_REV:-}
+BEFORE_COMMIT=""
+SIDES=(tristore tristore-async ganesha)
+if [ -n "$BEFORE_REV" ]; then
+  BEFORE_COMMIT=$(git rev-parse --short=12 "$BEFORE_REV^{commit}") || bench_fail "BEFORE_REV=$BEFORE_REV is not a commit"
+  mkdir -p "$WORK/before-src"
+  git archive "$BEFORE_COMMIT" | tar -x -C "$WORK/before-src" || bench_fail "git archive $BEFORE_COMMIT failed"
+  (cd "$WORK/before-src" && go build -o "$WORK/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
+  SIDES=(tristore tristore-before tristore-async tristore-before-async ganesha)
+fi
 scripts/bench/nfs-ganesha.sh start "$NS" "$WORK/ganesha" >/dev/null || bench_fail "ganesha did not start"
-mkdir -p "$WORK/data/bench" "$WORK/data/benchasync"
-ip netns exec "$NS" "$BIN" serve --data "$WORK/data" --nfs-addr 127.0.0.1:2050 --s3-addr off \
-  --nfs-export "/=rw,sync,clients=127.0.0.0/8,no_root_squash" \
-  --nfs-export "/benchasync=rw,async,clients=127.0.0.0/8,no_root_squash" \
-  --admin-addr off --iscsi-addr off --ready-file "$WORK/ready.json" --log-level warn >"$WORK/serve.log" 2>&1 &
-SERVE_PID=$!
-for _ in $(seq 1 300); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
-[ -s "$WORK/ready.json" ] || bench_fail "tristore serve did not start: $(tail -3 "$WORK/serve.log")"
+# serve BINARY DATADIR PORT: one tristore server with the sync export "/"
+# and the async export "/benchasync"; prints its pid.
+serve() {
+  mkdir -p "$2/bench" "$2/benchasync"
+  ip netns exec "$NS" "$1" serve --data "$2" --nfs-addr "127.0.0.1:$3" --s3-addr off \
+    --nfs-export "/=rw,sync,clients=127.0.0.0/8,no_root_squash" \
+    --nfs-export "/benchasync=rw,async,clients=127.0.0.0/8,no_root_squash" \
+    --admin-addr off --iscsi-addr off --ready-file "$2.ready.json" --log-level warn >"$2.log" 2>&1 &
+  echo $!
+}
+waitready() {
+  for _ in $(seq 1 300); do [ -s "$1.ready.json" ] && return 0; sleep 0.1; done
+  bench_fail "tristore serve ($1) did not start: $(tail -3 "$1.log")"
+}
+SERVE_PID=$(serve "$BIN" "$WORK/data" 2050)
+waitready "$WORK/data"
+if [ -n "$BEFORE_REV" ]; then
+  BEFORE_PID=$(serve "$WORK/tristore-before" "$WORK/data-before" 2052)
+  waitready "$WORK/data-before"
+fi
 
 declare -A URL=(
   [tristore]="nfs://127.0.0.1:2050/bench"
   [tristore-async]="nfs://127.0.0.1:2050/benchasync"
+  [tristore-before]="nfs://127.0.0.1:2052/bench"
+  [tristore-before-async]="nfs://127.0.0.1:2052/benchasync"
   [ganesha]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048"
 )
 cpurl() { # server file: the URL form libnfs's nfs-cp wants
   case $1 in
   tristore) echo "nfs://127.0.0.1/bench/$2?nfsport=2050&mountport=2050&version=3" ;;
   tristore-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2050&mountport=2050&version=3" ;;
+  tristore-before) echo "nfs://127.0.0.1/bench/$2?nfsport=2052&mountport=2052&version=3" ;;
+  tristore-before-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2052&mountport=2052&version=3" ;;
   ganesha) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
   esac
 }
@@ -76,14 +107,16 @@ head -c $((64 << 20)) /dev/urandom >"$WORK/src.bin"
 SUM=$(sha256sum <"$WORK/src.bin" | cut -d' ' -f1)
 
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
-bench_machine "sudo scripts/bench/nfs.sh $ROUNDS $FILES" \
-  -peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)" \
-  -note "All three exports on one $(findmnt -no FSTYPE -T "$WORK") file system (tristore-async: the same server, an async export), one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
+PEERS=(-peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)")
+[ -n "$BEFORE_REV" ] && PEERS+=(-peer "tristore-before=commit $BEFORE_COMMIT (same exports, own data directory)")
+bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }scripts/bench/nfs.sh $ROUNDS $FILES" \
+  "${PEERS[@]}" \
+  -note "All exports on one $(findmnt -no FSTYPE -T "$WORK") file system (tristore-async: the same server, an async export${BEFORE_REV:+; tristore-before(-async): a second server built from $BEFORE_COMMIT}), one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
 
 now() { date +%s.%N; }
 mbps() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", 67.108864 / (b - a) }'; }
 for r in $(seq 1 "$ROUNDS"); do
-  for s in $(bench_order "$r" tristore tristore-async ganesha); do
+  for s in $(bench_order "$r" "${SIDES[@]}"); do
     echo "round $r: $s" >&2
     lb=$(bench_load)
     ip netns exec "$NS" "$BIN" nfs bench --json --files "$FILES" --file-size 4096 --seq-size $((64 << 20)) "${URL[$s]}" >"$WORK/out.json" ||
