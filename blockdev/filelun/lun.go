@@ -39,14 +39,18 @@ type LUN struct {
 	bs      int
 	size    atomic.Int64
 	closed  atomic.Bool
-	release func()         // drops the in-use lock, if any
-	mapf    *os.File       // the descriptor holding the served lock (store/inuse), also used for SEEK_DATA/SEEK_HOLE; nil if not local
-	writes  chan *writeReq // to the writer goroutine; unbuffered (see WriteAt)
-	wmu     sync.Mutex     // held around every plain pwrite
-	pending atomic.Int32   // plain writes in WriteAt
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
+	release func()   // drops the in-use lock, if any
+	mapf    *os.File // the descriptor holding the served lock (store/inuse), also used for SEEK_DATA/SEEK_HOLE; nil if not local
+	rf      *os.File // the LUN's reads, readahead off (cache.go); nil if not local
+	// dropDone is closed when the open-time drop of the file's cache
+	// (cache.go) is over or was not needed; nil if not local.
+	dropDone chan struct{}
+	writes   chan *writeReq // to the writer goroutine; unbuffered (see WriteAt)
+	wmu      sync.Mutex     // held around every plain pwrite
+	pending  atomic.Int32   // plain writes in WriteAt
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 // SizePollInterval is how often the file size is re-read.
@@ -107,7 +111,13 @@ func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := l.check(p, off); err != nil {
 		return 0, err
 	}
-	n, err := l.f.ReadAt(p, off)
+	var n int
+	var err error
+	if l.rf != nil {
+		n, err = l.rf.ReadAt(p, off)
+	} else {
+		n, err = l.f.ReadAt(p, off)
+	}
 	if errors.Is(err, io.EOF) {
 		// The file was shrunk under us between the size check and the
 		// read: the missing tail reads as zeros, as a hole would.
@@ -308,6 +318,9 @@ func (l *LUN) Close() error {
 		close(l.stop)
 		l.wg.Wait()
 		err = l.f.Close()
+		if l.rf != nil {
+			l.rf.Close()
+		}
 		if l.release != nil {
 			l.release()
 		}

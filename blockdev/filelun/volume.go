@@ -389,6 +389,9 @@ func Open(ctx context.Context, st Store, bucket, name string) (*LUN, Info, error
 	}
 	l.release = unlock
 	l.mapf = lockf
+	if lockf != nil {
+		l.openLocalCache(lockf)
+	}
 	return l, in, nil
 }
 
