@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# iSCSI benchmark: tristore's target vs tgt (`--bstype rdwr`), both serving
-# the SAME fully written backing file, in the same run, measured in
-# interleaved rounds, with two initiators: tristore's own
-# (`tristore iscsi bench`, client/iscsi) and libiscsi's iscsi-perf (C; reads
-# only).
+# iSCSI benchmark: tristore's target vs tgt (`--bstype rdwr`), each serving
+# its OWN copy of the backing file (same disk, same size, written the same
+# way), in the same run, measured in interleaved rounds, with two
+# initiators: tristore's own (`tristore iscsi bench`, client/iscsi) and
+# libiscsi's iscsi-perf (C; reads only).
 #
 #   sudo scripts/bench/iscsi-initiator.sh [ROUNDS] [SECONDS]   # defaults 3 rounds, 5 s per figure
+#   sudo BEFORE_REV=<commit> scripts/bench/iscsi-initiator.sh ...
+#
+# BEFORE_REV adds the side "tristore-before": tristore built from that
+# commit (git archive), its own server and its own copy of the file, in the
+# same rounds, so before and after are measured in one run.
 #
 # Per round, each target (the order rotates by one per round):
 #   tristore iscsi bench: 4 KiB random read and write at QD 1 and 32,
 #                         1 MiB sequential read and write at QD 4;
 #   iscsi-perf:           4 KiB random read at QD 1 and 32, 1 MiB sequential
 #                         read at QD 4.
-# The backing file is a tristore volume of BENCH_SIZE (default 1GiB) in
-# BENCH_DIR (default /var/tmp), filled with zeros (no holes); both targets
-# use buffered I/O on it, so reads are mostly page-cache hits on both: the
-# figures compare protocol and target overhead, not the disk.
+# Each backing file is BENCH_SIZE (default 1GiB) in BENCH_DIR (default
+# /var/tmp), filled with zeros by the same dd (no holes, fsync), one after
+# the other; tristore's is a volume of its own data directory, tgt's a
+# plain file next to it. Separate files, because the page cache belongs to
+# the file: with one shared file each target's reads and writes shaped the
+# cache the other one then wrote into (large folios from readahead make a
+# 4 KiB buffered write several times dearer on this kernel,
+# blockdev/filelun/cache.go), so neither target's own cache policy was
+# measured. All targets use buffered I/O, so reads are mostly page-cache
+# hits: the figures compare protocol, target and cache-policy overhead, not
+# the disk.
 # Any failed measurement (either initiator) fails the run. Raw rounds:
 # docs/bench/raw/iscsi-<time>.jsonl; the table is printed at the end.
 set -euo pipefail
@@ -26,6 +38,7 @@ ROUNDS=${1:-3}
 SECS=${2:-5}
 SIZE=${BENCH_SIZE:-1GiB}
 SERVE_PID=""
+BEFORE_PID=""
 TGT_PID=""
 WORK=""
 cleanup() {
@@ -36,7 +49,7 @@ cleanup() {
     kill -9 "$TGT_PID" 2>/dev/null || true
     wait "$TGT_PID" 2>/dev/null || true
   fi
-  if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null || true; wait "$SERVE_PID" 2>/dev/null || true; fi
+  for p in $SERVE_PID $BEFORE_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   [ -n "$WORK" ] && rm -rf "$WORK"
 }
 bench_need_root "tgtd"
@@ -46,45 +59,77 @@ bench_need_cmd python3 "apt-get install python3"
 WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/tristore-iscsi-bench.XXXXXX")
 bench_start "$WORK"
 BIN="$WORK/tristore"
+BEFORE_REV=${BEFORE_REV:-}
+BEFORE_COMMIT=""
+SIDES=(tristore tgt)
+if [ -n "$BEFORE_REV" ]; then
+  BEFORE_COMMIT=$(git -C "$BENCH_ROOT" rev-parse --short=12 "$BEFORE_REV^{commit}") || bench_fail "BEFORE_REV=$BEFORE_REV is not a commit"
+  mkdir -p "$WORK/before-src"
+  git -C "$BENCH_ROOT" archive "$BEFORE_COMMIT" | tar -x -C "$WORK/before-src" || bench_fail "git archive $BEFORE_COMMIT failed"
+  (cd "$WORK/before-src" && go build -o "$WORK/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
+  SIDES=(tristore tristore-before tgt)
+fi
 # free ports on 127.0.0.1 and a free tgtd control socket number
-read -r OURS_PORT TGT_PORT < <(python3 -c '
+read -r OURS_PORT TGT_PORT BEFORE_PORT < <(python3 -c '
 import socket
-ss=[socket.socket() for _ in range(2)]
+ss=[socket.socket() for _ in range(3)]
 for s in ss: s.bind(("127.0.0.1",0))
 print(*[s.getsockname()[1] for s in ss])')
 CTL=$((1000 + TGT_PORT % 31000))
 while [ -e "/var/run/tgtd/socket.$CTL" ]; do CTL=$((CTL + 1)); done
 
+# fill FILE: the same dd for every copy
+fill() {
+  dd if=/dev/zero of="$1" bs=1M count=$(($(stat -c %s "$1") >> 20)) conv=notrunc,fsync status=none
+}
 DATA="$WORK/data"
 "$BIN" volume create --data "$DATA" vols/bench "$SIZE" >/dev/null
 FILE="$DATA/vols/bench"
-BYTES=$(stat -c %s "$FILE")
-dd if=/dev/zero of="$FILE" bs=1M count=$((BYTES >> 20)) conv=notrunc,fsync status=none
+fill "$FILE"
+TGT_FILE="$WORK/tgt.img"
+truncate -s "$(stat -c %s "$FILE")" "$TGT_FILE"
+fill "$TGT_FILE"
+if [ -n "$BEFORE_REV" ]; then
+  "$WORK/tristore-before" volume create --data "$WORK/data-before" vols/bench "$SIZE" >/dev/null
+  fill "$WORK/data-before/vols/bench"
+fi
 
-"$BIN" serve --data "$DATA" --iscsi-addr "127.0.0.1:$OURS_PORT" --s3-addr off --nfs-addr off --admin-addr off \
-  --ready-file "$WORK/ready.json" --log-level warn >"$WORK/serve.log" 2>&1 &
+# serve BINARY DATADIR PORT: starts a server in the background ($!)
+serve() {
+  "$1" serve --data "$2" --iscsi-addr "127.0.0.1:$3" --s3-addr off --nfs-addr off --admin-addr off \
+    --ready-file "$2.ready.json" --log-level warn >"$2.log" 2>&1 &
+}
+serve "$BIN" "$DATA" "$OURS_PORT"
 SERVE_PID=$!
+if [ -n "$BEFORE_REV" ]; then
+  serve "$WORK/tristore-before" "$WORK/data-before" "$BEFORE_PORT"
+  BEFORE_PID=$!
+fi
 tgtd -f --iscsi "portal=127.0.0.1:$TGT_PORT" -C "$CTL" >"$WORK/tgtd.log" 2>&1 &
 TGT_PID=$!
 up=0
 for _ in $(seq 1 100); do
-  if [ -s "$WORK/ready.json" ] && tgtadm -C "$CTL" --op show --mode target >/dev/null 2>&1; then up=1; break; fi
+  if [ -s "$DATA.ready.json" ] && { [ -z "$BEFORE_REV" ] || [ -s "$WORK/data-before.ready.json" ]; } &&
+    tgtadm -C "$CTL" --op show --mode target >/dev/null 2>&1; then up=1; break; fi
   sleep 0.1
 done
-[ "$up" = 1 ] || bench_fail "targets did not start: $(tail -3 "$WORK/serve.log" "$WORK/tgtd.log")"
+[ "$up" = 1 ] || bench_fail "targets did not start: $(tail -3 "$DATA.log" "$WORK/tgtd.log")"
 TGT_IQN=iqn.2026-11.org.tristore.bench:tgt
 tgtadm -C "$CTL" --lld iscsi --op new --mode target --tid 1 -T "$TGT_IQN"
-tgtadm -C "$CTL" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$FILE" --bstype rdwr
+tgtadm -C "$CTL" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$TGT_FILE" --bstype rdwr
 tgtadm -C "$CTL" --lld iscsi --op bind --mode target --tid 1 -I ALL
 declare -A URL=(
   [tristore]="iscsi://127.0.0.1:$OURS_PORT/iqn.2026-11.io.tristore:vols:bench/0"
+  [tristore-before]="iscsi://127.0.0.1:$BEFORE_PORT/iqn.2026-11.io.tristore:vols:bench/0"
   [tgt]="iscsi://127.0.0.1:$TGT_PORT/$TGT_IQN/1"
 )
 
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
-bench_machine "sudo scripts/bench/iscsi-initiator.sh $ROUNDS $SECS" \
-  -peer "tgt=$(ver tgt) (--bstype rdwr, same file)" \
-  -note "One $SIZE volume filled with zeros ($(findmnt -no FSTYPE -T "$WORK")), served by both targets; loopback; ${SECS} s per figure; MB/s = 10^6 bytes/s. Initiators: tristore iscsi bench (this commit) and iscsi-perf (libiscsi-bin $(ver libiscsi-bin))."
+PEERS=(-peer "tgt=$(ver tgt) (--bstype rdwr, its own copy of the file)")
+[ -n "$BEFORE_REV" ] && PEERS+=(-peer "tristore-before=commit $BEFORE_COMMIT (own server, own copy of the file)")
+bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }scripts/bench/iscsi-initiator.sh $ROUNDS $SECS" \
+  "${PEERS[@]}" \
+  -note "Each target its own $SIZE backing file (${#SIDES[@]} copies, same $(findmnt -no FSTYPE -T "$WORK") file system, each filled with zeros by the same dd and fsynced, caches left as dd left them); loopback; ${SECS} s per figure; MB/s = 10^6 bytes/s. Initiators: tristore iscsi bench (this commit) and iscsi-perf (libiscsi-bin $(ver libiscsi-bin))."
 
 # ours ROUND TARGET LOAD LABEL PATTERN BS QD
 ours() {
@@ -109,7 +154,7 @@ perf() {
 }
 
 for r in $(seq 1 "$ROUNDS"); do
-  for t in $(bench_order "$r" tristore tgt); do
+  for t in $(bench_order "$r" "${SIDES[@]}"); do
     echo "round $r: $t" >&2
     lb=$(bench_load); ours "$r" "$t" "$lb" "4 KiB random read, QD 1" randread 4KiB 1
     lb=$(bench_load); ours "$r" "$t" "$lb" "4 KiB random read, QD 32" randread 4KiB 32
