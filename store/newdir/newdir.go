@@ -134,6 +134,23 @@ func SettleEnd(list []Settling) {
 	s.mu.Unlock()
 }
 
+// HasUnsettledChild reports whether a registered directory's name lives
+// in parent: whether an fsync of parent is still owed to one.
+func HasUnsettledChild(parent string) bool {
+	s := &reg
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for dir := range s.m {
+		if filepath.Dir(dir) == parent {
+			return true
+		}
+	}
+	return false
+}
+
 // UnsettledParents returns the parents of the registered directories on
 // dir's path (dir itself included), innermost first: fsyncs of these,
 // begun now, make the whole path durable (given that the directories

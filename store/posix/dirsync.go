@@ -74,6 +74,25 @@ func fsyncDir(dir string) error {
 	return nil
 }
 
+// syncMade makes durable the directories a writer made (changed: their
+// parents), after fsyncDir of the directory it wrote into: that call
+// already fsynced the parents of every still-unsettled directory on its
+// path, so only a parent that still owes an fsync to a new directory is
+// fsynced here (one the writer made off that path: a plain path given up
+// for the hidden area). Without this check a PUT making one new prefix
+// fsynced its parent twice.
+func syncMade(changed []string) error {
+	for _, d := range changed {
+		if !newdir.HasUnsettledChild(d) {
+			continue
+		}
+		if err := fsyncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fsyncDirGroup is the group commit of one directory's fsync (above).
 func fsyncDirGroup(dir string) error {
 	s := &dirSyncs

@@ -57,10 +57,11 @@ func (b *Backend) OpenFile(ctx context.Context, bucket, key string, flag int, pe
 		// object made (`volume create` did not fsync the bucket directory
 		// when the registry lived in a sidecar: a power cut lost the
 		// volume). The file's content is the caller's to Sync.
-		changed = append([]string{dirOf(p)}, changed...)
-	}
-	for _, d := range changed {
-		if err := fsyncDir(d); err != nil {
+		err := fsyncDir(dirOf(p))
+		if err == nil {
+			err = syncMade(changed)
+		}
+		if err != nil {
 			f.Close()
 			return nil, err
 		}

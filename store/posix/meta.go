@@ -313,6 +313,9 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 		return err
 	}
 	for i := len(changed) - 1; i >= 0; i-- {
+		if !newdir.HasUnsettledChild(changed[i]) {
+			continue // fsyncDir(dir) made it durable (see syncMade)
+		}
 		if err := fsyncDir(changed[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

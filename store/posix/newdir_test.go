@@ -2,6 +2,7 @@ package posix_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -156,5 +157,39 @@ func newDirCut(t *testing.T, noXattr bool, keyA, keyB string, hold func(string) 
 	rc.Close()
 	if err != nil || string(got) != bodyB {
 		t.Fatalf("acknowledged PUT %q after the cut: %q, %v", keyB, got, err)
+	}
+}
+
+// TestNewPrefixFsyncsOnce: a PUT that makes new prefixes fsyncs each
+// directory on its path once: the new directory it wrote into, and the
+// parent of each directory it made. (fsyncDir's check for unsettled
+// directories on the path already covers the parents the PUT made; the
+// PUT's own list of them must not fsync them a second time.)
+func TestNewPrefixFsyncsOnce(t *testing.T) {
+	ctx := context.Background()
+	b := open(t, posix.Options{})
+	if err := b.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	bdir := filepath.Join(b.Root(), "bkt")
+	var mu sync.Mutex
+	count := map[string]int{}
+	posix.SetDirSyncHooks(nil, func(dir string) func() {
+		if strings.HasPrefix(dir, bdir) {
+			mu.Lock()
+			count[strings.TrimPrefix(dir, b.Root()+"/")]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	defer posix.SetDirSyncHooks(nil, nil)
+	if _, err := b.Put(ctx, "bkt", "n1/n2/k", strings.NewReader("x"), 1, store.ObjectMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"bkt": 1, "bkt/n1": 1, "bkt/n1/n2": 1}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(count) != fmt.Sprint(want) {
+		t.Fatalf("directory fsyncs of one PUT making two prefixes: %v, want %v", count, want)
 	}
 }

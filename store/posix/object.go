@@ -377,12 +377,7 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	if err := fsyncDir(filepath.Dir(target)); err != nil {
 		return st, err
 	}
-	for _, d := range changed {
-		if err := fsyncDir(d); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+	return st, syncMade(changed)
 }
 
 // Put stores an object atomically and durably (see package doc).

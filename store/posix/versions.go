@@ -220,12 +220,7 @@ func (b *Backend) preserve(loc keyLoc, f *os.File, st *unix.Stat_t, rec *record)
 	if err := fsyncDir(dir); err != nil {
 		return err
 	}
-	for _, d := range changed {
-		if err := fsyncDir(d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return syncMade(changed)
 }
 
 // publishVersion is publishKey on a bucket with versioning on: it gives
