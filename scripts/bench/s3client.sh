@@ -9,6 +9,7 @@
 #   ROUNDS=3 BIG=1GiB sudo scripts/bench/s3client.sh
 #   ROUNDS=3 PRESETS=realistic CASES=c sudo scripts/bench/s3client.sh   # one case only
 #   CLIENTS="tristore-auto tristore-sync rclone-tuned" ...                # some clients only
+#   CASES_ideal=a CASES_realistic=c CLIENTS_realistic="tristore-auto aws-cli" ...  # per preset
 #
 # Data (made once, random bytes): (a) 1,000 files of 60,000 B (seed 001
 # Trace 1's shape), (b) 100 files of 2,600,000 B (Trace 2's), (c) one file
@@ -84,6 +85,16 @@ AK=benchs3clientkey01
 SK=benchs3clientsecret0123456789
 CASES=${CASES:-"a b c"}
 read -ra CLIENTS <<<"${CLIENTS:-tristore-auto tristore-sync tristore-default rclone-default rclone-tuned s5cmd aws-cli}"
+# CASES_<preset> and CLIENTS_<preset> (e.g. CASES_realistic=c) replace
+# CASES and CLIENTS on that preset only, so one run can hold a short case
+# with every client on one link and a long one on the other.
+OVERRIDES=""
+for p in $PRESETS; do
+  for v in CASES CLIENTS; do
+    n=${v}_$p
+    if [ -n "${!n:-}" ]; then OVERRIDES="$OVERRIDES $n=\"${!n}\""; fi
+  done
+done
 
 cat >"$WORK/client.sh" <<'EOS'
 #!/usr/bin/env bash
@@ -149,7 +160,7 @@ EOS
 chmod +x "$WORK/client.sh"
 
 TUNED=""
-bench_machine "ROUNDS=$ROUNDS PRESETS=\"$PRESETS\" BIG=$BIG CASES=\"$CASES\" CLIENTS=\"${CLIENTS[*]}\" sudo scripts/bench/s3client.sh" -ours tristore-auto \
+bench_machine "ROUNDS=$ROUNDS PRESETS=\"$PRESETS\" BIG=$BIG CASES=\"$CASES\" CLIENTS=\"${CLIENTS[*]}\"$OVERRIDES sudo scripts/bench/s3client.sh" -ours tristore-auto \
   -peer "rclone=$(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }')" \
   -peer "s5cmd=$(s5cmd version 2>/dev/null)" \
   -peer "aws-cli=$(aws --version 2>&1 | awk '{ print $1 }' | cut -d/ -f2)" \
@@ -164,8 +175,10 @@ for r in $(seq 1 "$ROUNDS"); do
     OUT="$WORK/out-$p-$r.txt"
     : >"$OUT"
     lb=$(bench_load)
-    ORDER=$(bench_order "$r" "${CLIENTS[@]}")
-    WORK=$WORK ROUND=$r PRESET=$p OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER BIGBYTES=$BIGBYTES CASES=$CASES \
+    pc=CASES_$p pl=CLIENTS_$p
+    read -ra pclients <<<"${!pl:-${CLIENTS[*]}}"
+    ORDER=$(bench_order "$r" "${pclients[@]}")
+    WORK=$WORK ROUND=$r PRESET=$p OUT=$OUT AK=$AK SK=$SK ORDER=$ORDER BIGBYTES=$BIGBYTES CASES=${!pc:-$CASES} \
       bench_netem_s3 "$p" "$WORK/srv" "$WORK/run.log" "" --counters-file "$WORK/counters.txt" -- "$WORK/client.sh" ||
       bench_fail "preset $p round $r failed: $(tail -5 "$WORK/run.log")"
     choice=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["choice"]; print(c["chunk_size"], c["parallel"])' "$WORK/tune.json")
