@@ -185,6 +185,15 @@ func (c *cache) reserveDirty(n int64) (over bool) {
 	return over
 }
 
+// pressure reports whether dirty chunks fill more than half the limit
+// (the early write-back's mark) and how many bytes of them must be
+// uploaded for a quarter to be left.
+func (c *cache) pressure() (high bool, excess int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirty > c.limit/2, c.dirty - c.limit/4
+}
+
 func (c *cache) usage() (clean, dirty int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -77,6 +77,54 @@ func (s *Store) writeBack(ctx context.Context, age time.Duration) error {
 	return s.publish(ctx)
 }
 
+// earlyWriteBack starts uploading the oldest dirty chunks in the
+// background once dirty chunks fill more than half the cache limit, until
+// a quarter is left, whatever their age: without it nothing went up
+// before dirty data alone passed the limit, and then the write that
+// passed it waited for every dirty chunk's upload (seconds per write with
+// chunks of several MiB on a WAN). Writes do not wait for it; only one
+// runs at a time, and it holds flushMu like any write-back.
+func (s *Store) earlyWriteBack() {
+	if high, _ := s.cache.pressure(); !high || !s.draining.CompareAndSwap(false, true) {
+		return
+	}
+	s.mu.Lock()
+	if s.closed || s.stop == nil || s.writable() != nil {
+		s.mu.Unlock()
+		s.draining.Store(false)
+		return
+	}
+	ctx := s.bgctx
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer s.draining.Store(false)
+		if err := s.drain(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("chunkstore: early write-back failed; the write-back will retry", "err", err)
+		}
+	}()
+}
+
+// drain uploads the oldest dirty chunks until a quarter of the cache
+// limit is left dirty, then publishes.
+func (s *Store) drain(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	high, excess := s.cache.pressure()
+	if !high {
+		return nil
+	}
+	refs := s.dirtyChunks(func(_ uint64, d *dirtyChunk) bool { return d.lost == nil })
+	if n := int((excess + s.cs - 1) / s.cs); n < len(refs) {
+		refs = refs[:n]
+	}
+	if err := s.upload(ctx, refs); err != nil && !errors.Is(err, ErrBaseLost) {
+		return err
+	}
+	return s.publish(ctx)
+}
+
 func (s *Store) writeBackLoop(ctx context.Context) {
 	defer s.wg.Done()
 	tk := time.NewTicker(s.cfg.WriteBackEvery)

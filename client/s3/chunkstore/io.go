@@ -440,6 +440,7 @@ func (s *Store) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (i
 			return int(n), err
 		}
 	}
+	s.earlyWriteBack()
 	return int(n), nil
 }
 

@@ -187,6 +187,7 @@ type Store struct {
 	inflight    map[string]chan struct{} // fetches in flight
 	firstChange time.Time                // when the oldest unpublished change was made
 	publishSoon bool                     // a close uploaded data: publish at the next check
+	draining    atomic.Bool              // an early write-back is running
 	bgctx       context.Context
 
 	stop context.CancelFunc
