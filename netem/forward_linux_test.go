@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// TestWakeAtDefersWhileBusy: while packets arrive, the timer waits up to
-// the train window past the head's first segment's due time (an arrival
-// will likely deliver it sooner); at rest it is set for the due time.
+// TestWakeAtDefersWhileBusy: while packets arrive close together, the
+// timer waits up to the train window past the head's first segment's due
+// time (an arrival will likely deliver it sooner); at rest, or after a
+// single packet following a pause, it is set for the due time.
 func TestWakeAtDefersWhileBusy(t *testing.T) {
 	ms := int64(time.Millisecond)
 	f := &forwarder{dirs: [2]*fwdDir{{window: ms}, {window: ms / 2}}}
@@ -22,7 +23,13 @@ func TestWakeAtDefersWhileBusy(t *testing.T) {
 	if got, want := f.wakeAt(now), 30*ms-int64(slack); got != want {
 		t.Errorf("at rest: wakeAt %d, want the due time less slack %d", got, want)
 	}
-	f.lastRead = now
+	// One packet just read, the one before 5 ms earlier (a ping, a
+	// request): on time.
+	f.prevRead, f.lastRead = now-5*ms, now
+	if got, want := f.wakeAt(now), 30*ms-int64(slack); got != want {
+		t.Errorf("one packet after a pause: wakeAt %d, want the due time less slack %d", got, want)
+	}
+	f.prevRead = now - ms/10
 	if got, want := f.wakeAt(now), 30*ms+6*ms/10; got != want {
 		t.Errorf("busy: wakeAt %d, want the first segment's due + window %d", got, want)
 	}
