@@ -384,13 +384,10 @@ func TestLinkOffloadIntegrity(t *testing.T) {
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
-// TestLinkLeavesAPToOthers: at GOMAXPROCS=1 the forwarder must not keep
-// the only P while it waits (a raw epoll_wait would): an in-process echo
-// across a 1 ms link would then wait for the loop's yields (8 ms) on
-// every hop.
-func TestLinkLeavesAPToOthers(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	l := startLink(t, Symmetric(Dir{Delay: time.Millisecond}))
+// echoMedian sends one byte n times through an in-process echo server on
+// l's server side, one at a time, and returns the median round trip (ms).
+func echoMedian(t *testing.T, l *Link, n int) float64 {
+	t.Helper()
 	ln, err := l.Listen(ServerSide, "tcp", net.JoinHostPort(l.ServerAddr().String(), "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -414,7 +411,7 @@ func TestLinkLeavesAPToOthers(t *testing.T) {
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	var rtts []float64
 	b := []byte{1}
-	for range 40 {
+	for range n {
 		t0 := time.Now()
 		if _, err := c.Write(b); err != nil {
 			t.Fatal(err)
@@ -424,7 +421,17 @@ func TestLinkLeavesAPToOthers(t *testing.T) {
 		}
 		rtts = append(rtts, float64(time.Since(t0).Microseconds())/1000)
 	}
-	med := median(rtts)
+	return median(rtts)
+}
+
+// TestLinkLeavesAPToOthers: at GOMAXPROCS=1 the forwarder must not keep
+// the only P while it waits (a raw epoll_wait would): an in-process echo
+// across a 1 ms link would then wait for the loop's yields (8 ms) on
+// every hop.
+func TestLinkLeavesAPToOthers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	l := startLink(t, Symmetric(Dir{Delay: time.Millisecond}))
+	med := echoMedian(t, l, 40)
 	t.Logf("GOMAXPROCS=1, 2 ms RTT link: in-process echo median %.2f ms", med)
 	if med > 5 {
 		t.Errorf("echo median %.2f ms on a 2 ms RTT link: the forwarder starves the process's other goroutines", med)
@@ -488,40 +495,7 @@ func TestLinkHoldP(t *testing.T) {
 	cfg := Symmetric(Dir{Delay: time.Millisecond})
 	cfg.HoldP = true
 	l := startLink(t, cfg)
-	ln, err := l.Listen(ServerSide, "tcp", net.JoinHostPort(l.ServerAddr().String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := l.DialContext(ctx, "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	var rtts []float64
-	b := []byte{1}
-	for range 20 {
-		t0 := time.Now()
-		if _, err := c.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, b); err != nil {
-			t.Fatal(err)
-		}
-		rtts = append(rtts, float64(time.Since(t0).Microseconds())/1000)
-	}
-	med := median(rtts)
+	med := echoMedian(t, l, 20)
 	t.Logf("GOMAXPROCS=1, HoldP, 2 ms RTT link: in-process echo median %.2f ms", med)
 	if !l.fwd.raw {
 		t.Error("the loop waits the ordinary way: HoldP did not let it keep the only P")

@@ -6,36 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/store"
 )
-
-// resident counts the pages of the file at p that are in the page cache.
-func resident(t *testing.T, p string, size int) int {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	vec := make([]byte, (size+os.Getpagesize()-1)/os.Getpagesize())
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(size), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Fatal(e)
-	}
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
-	}
-	return n
-}
 
 // TestLUNCacheShape: a LUN over a local file drops the file's cached pages
 // when it is first opened (so folios made before, here by 1 MiB writes,
@@ -67,7 +43,7 @@ func TestLUNCacheShape(t *testing.T) {
 	}
 	f.Close()
 	pages := size / os.Getpagesize()
-	if n := resident(t, p, size); n < pages/2 {
+	if n := testutil.ResidentPages(t, p, size); n < pages/2 {
 		t.Fatalf("precondition: only %d of %d pages cached right after writing", n, pages)
 	}
 
@@ -84,7 +60,7 @@ func TestLUNCacheShape(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("cache drop did not finish in 30 s")
 	}
-	if n := resident(t, p, size); n > pages/16 {
+	if n := testutil.ResidentPages(t, p, size); n > pages/16 {
 		t.Fatalf("%d of %d pages still cached after the LUN's open (want the clean cache dropped)", n, pages)
 	}
 
@@ -105,7 +81,7 @@ func TestLUNCacheShape(t *testing.T) {
 		}
 	}
 	want := readBytes / os.Getpagesize()
-	if n := resident(t, p, size); n > want {
+	if n := testutil.ResidentPages(t, p, size); n > want {
 		t.Fatalf("%d pages cached after reading %d through the LUN (readahead is on)", n, want)
 	}
 	// Reopening the same file in this process keeps its cache.
@@ -116,7 +92,7 @@ func TestLUNCacheShape(t *testing.T) {
 	}
 	defer l2.Close()
 	<-l2.dropDone
-	if n := resident(t, p, size); n < want {
+	if n := testutil.ResidentPages(t, p, size); n < want {
 		t.Fatalf("%d pages cached after the second open, want the %d read before kept", n, want)
 	}
 }

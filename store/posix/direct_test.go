@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/store"
 	"github.com/tristore/tristore/store/posix"
 )
@@ -89,31 +89,14 @@ func TestLargePutLeftInPageCache(t *testing.T) {
 	if !directWorks(t, filepath.Dir(p)) {
 		t.Skip("the test directory's file system refuses O_DIRECT: the body was written through the page cache")
 	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	vec := make([]byte, size/os.Getpagesize())
+	pages := size / os.Getpagesize()
 	resident := 0
 	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(20 * time.Millisecond) {
-		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-			t.Fatal(e)
-		}
-		resident = 0
-		for _, v := range vec {
-			resident += int(v & 1)
-		}
-		if resident == len(vec) {
+		if resident = testutil.ResidentPages(t, p, size); resident == pages {
 			return
 		}
 	}
-	t.Errorf("%d of %d pages of a just-PUT 4 MiB object in the page cache after 5 s, want all", resident, len(vec))
+	t.Errorf("%d of %d pages of a just-PUT 4 MiB object in the page cache after 5 s, want all", resident, pages)
 }
 
 // directWorks reports whether dir's file system accepts O_DIRECT.

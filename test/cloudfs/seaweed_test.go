@@ -231,17 +231,7 @@ func TestSeaweedCluster(t *testing.T) {
 	for _, cmd := range []string{"qemu-img", "iscsi-ls"} {
 		testutil.NeedCmd(t, cmd)
 	}
-	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})
-	addr := sv.Addrs["iscsi"]
-	iqn := "iqn.2026-11.io.tristore:-cloud:vol1"
-	if out := sh(t, "iscsi-ls", "-s", "iscsi://"+addr); !strings.Contains(out, iqn) {
-		t.Fatalf("iscsi-ls:\n%s", out)
-	}
-	raw := filepath.Join(t.TempDir(), "copy.raw")
-	sh(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
-	sh(t, "e2fsck", "-fn", raw)
-	vmnt3 := t.TempDir()
-	mountFS(t, loop(t, raw, true), vmnt3, "-o", "ro")
+	vmnt3 := copyOverISCSI(t, bin, gw)
 	for name, want := range map[string]map[string]string{"json": wantJSON, "xml": wantXML} {
 		if got := sums(t, filepath.Join(vmnt3, name)); !maps.Equal(got, want) {
 			t.Fatalf("%s differs in the copy read over iSCSI with one volume server dead", name)

@@ -153,6 +153,18 @@ func TestCloudVolume(t *testing.T) {
 	m2.Stop(t, 90*time.Second)
 
 	// The gateway's serve offers it over iSCSI.
+	mnt2 := copyOverISCSI(t, bin, gw)
+	if got := sums(t, filepath.Join(mnt2, "encoding")); !maps.Equal(got, want) {
+		t.Fatal("tree differs in the copy read over iSCSI")
+	}
+}
+
+// copyOverISCSI serves the volume vol1 of the gateway data directory gw
+// as an iSCSI LUN of `tristore serve`, copies it out with libiscsi
+// (qemu-img), checks the copy with e2fsck and mounts it read-only; it
+// returns the mount point.
+func copyOverISCSI(t *testing.T, bin, gw string) string {
+	t.Helper()
 	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})
 	addr := sv.Addrs["iscsi"]
 	iqn := "iqn.2026-11.io.tristore:-cloud:vol1"
@@ -162,9 +174,7 @@ func TestCloudVolume(t *testing.T) {
 	raw := filepath.Join(t.TempDir(), "copy.raw")
 	sh(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
 	sh(t, "e2fsck", "-fn", raw)
-	mnt2 := t.TempDir()
-	mountFS(t, loop(t, raw, true), mnt2, "-o", "ro")
-	if got := sums(t, filepath.Join(mnt2, "encoding")); !maps.Equal(got, want) {
-		t.Fatal("tree differs in the copy read over iSCSI")
-	}
+	mnt := t.TempDir()
+	mountFS(t, loop(t, raw, true), mnt, "-o", "ro")
+	return mnt
 }

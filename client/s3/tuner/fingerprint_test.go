@@ -8,16 +8,15 @@ import (
 	"time"
 )
 
-// TestFingerprintConnectsAtOnce: the fingerprint's three connects run at
-// once, so --auto pays one round trip before a transfer, not three (on
-// `realistic` 150 ms of a 6 s upload of 1,000 small files). Every connect
-// here takes 200 ms: together 0.2 s, one after another 0.6 s.
-func TestFingerprintConnectsAtOnce(t *testing.T) {
+// closingListener listens on 127.0.0.1 and closes every connection it
+// accepts (a fingerprint only connects); closed when the test ends.
+func closingListener(t *testing.T) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -27,6 +26,15 @@ func TestFingerprintConnectsAtOnce(t *testing.T) {
 			c.Close()
 		}
 	}()
+	return ln
+}
+
+// TestFingerprintConnectsAtOnce: the fingerprint's three connects run at
+// once, so --auto pays one round trip before a transfer, not three (on
+// `realistic` 150 ms of a 6 s upload of 1,000 small files). Every connect
+// here takes 200 ms: together 0.2 s, one after another 0.6 s.
+func TestFingerprintConnectsAtOnce(t *testing.T) {
+	ln := closingListener(t)
 	const delay = 200 * time.Millisecond
 	slow := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		time.Sleep(delay)
@@ -34,7 +42,7 @@ func TestFingerprintConnectsAtOnce(t *testing.T) {
 	}
 	ep := "http://" + ln.Addr().String()
 	start := time.Now()
-	_, _, err = Fingerprint(context.Background(), ep, Up, slow)
+	_, _, err := Fingerprint(context.Background(), ep, Up, slow)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -55,20 +63,7 @@ func TestFingerprintConnectsAtOnce(t *testing.T) {
 // now and then, TestTuneCycle then found no profile under the new
 // fingerprint) keeps its fingerprint. Here every connect returns 5 ms late.
 func TestFingerprintIgnoresSchedulingDelay(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := closingListener(t)
 	late := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		time.Sleep(5 * time.Millisecond)
