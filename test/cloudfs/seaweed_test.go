@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +33,23 @@ type weedCluster struct {
 	s3Port int
 }
 
+// freeBlock finds 70 free ports in a row for the cluster's fixed ports.
+// They are taken below the kernel's ephemeral range: a port checked free
+// there stays free until weed binds it, whereas inside that range any
+// other test's outgoing connection or :0 listener may take it meanwhile
+// (CI once saw "bind: address already in use" for the S3 gateway).
 func freeBlock(t *testing.T) int {
 	t.Helper()
+	top := 32768 // the default start of net.ipv4.ip_local_port_range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > 10000+700 {
+				top = lo
+			}
+		}
+	}
 	for try := 0; try < 50; try++ {
-		base := 20000 + rand.IntN(2500)*10
+		base := 10000 + rand.IntN((top-10000-70)/10)*10
 		ok := true
 		for off := 0; off < 70 && ok; off++ {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
