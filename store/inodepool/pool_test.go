@@ -1,0 +1,96 @@
+package inodepool_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tristore/tristore/store/inodepool"
+	"golang.org/x/sys/unix"
+)
+
+func TestTakeLinkRefill(t *testing.T) {
+	dir := t.TempDir()
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	p := inodepool.New(dfd)
+	if p == nil {
+		t.Fatalf("no pool in %s (no O_TMPFILE?)", dir)
+	}
+	seen := map[uint64]bool{}
+	var held []int // kept open: a closed unnamed file's inode number is free again
+	defer func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+	}()
+	for i := range 2 * inodepool.Size {
+		fd := -1
+		for range 500 { // refilled in the background: bounded wait
+			if fd = p.Take(); fd >= 0 {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if fd < 0 {
+			t.Fatalf("take %d: pool not refilled within 1 s", i)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 || st.Size != 0 || seen[st.Ino] {
+			t.Fatalf("take %d: mode %o nlink %d size %d ino %d (seen before: %v); want a new unnamed empty regular file",
+				i, st.Mode, st.Nlink, st.Size, st.Ino, seen[st.Ino])
+		}
+		seen[st.Ino] = true
+		if i == 0 {
+			if _, err := unix.Write(fd, []byte("data")); err != nil {
+				t.Fatal(err)
+			}
+			if err := inodepool.Link(fd, dfd, "named"); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "named")); err != nil || string(b) != "data" {
+				t.Fatalf("linked file reads %q, %v", b, err)
+			}
+		}
+		held = append(held, fd)
+	}
+	p.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("directory holds %d names, want only the linked one", len(ents))
+	}
+	var nilPool *inodepool.Pool
+	if fd := nilPool.Take(); fd != -1 {
+		t.Fatalf("nil pool gave fd %d", fd)
+	}
+	nilPool.Close()
+}
+
+// TestNoPoolUnderDefaultACL: a file made in the pool's directory would
+// inherit that directory's default ACL, not the one of where it is linked.
+func TestNoPoolUnderDefaultACL(t *testing.T) {
+	dir := t.TempDir()
+	// system.posix_acl_default: version 2, entries USER_OBJ rwx, GROUP_OBJ r-x, OTHER ---.
+	acl := []byte{2, 0, 0, 0, 1, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 5, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}
+	if err := unix.Setxattr(dir, "system.posix_acl_default", acl, 0); err != nil {
+		t.Fatalf("setting a default ACL on %s: %v", dir, err)
+	}
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	if !inodepool.HasDefaultACL(dfd) {
+		t.Fatal("HasDefaultACL is false for a directory with a default ACL")
+	}
+	if p := inodepool.New(dfd); p != nil {
+		p.Close()
+		t.Fatal("a pool was made in a directory with a default ACL")
+	}
+}
