@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # iSCSI cost as initiators are added (issue 14's scaling page): tristore's
-# target vs tgt (`--bstype rdwr`), the same backing files, same run,
-# interleaved rounds. S initiator processes (`tristore iscsi bench`), each
+# target vs tgt (`--bstype rdwr`), same run, interleaved rounds, each
+# target on its OWN copies of the backing files (same disk, same size,
+# filled the same way): with shared files the two targets share one page
+# cache, and on ext4 with large folios the cache's shape, which the other
+# target made, sets the cost of a 4 KiB write (scripts/bench/foliocost). S initiator processes (`tristore iscsi bench`), each
 # with its own session to its own LUN, run at once; their IOPS are summed.
 #
 #   sudo scripts/bench/iscsi-sessions.sh [ROUNDS] [SECONDS] [SESSIONS]
@@ -9,7 +12,8 @@
 #
 # Eight volumes of BENCH_SIZE (default 256MiB) in BENCH_DIR (default
 # /var/tmp), filled with zeros; tristore serves each as its own target
-# (LUN 0), tgt gets one target per file (LUN 1), all buffered. Per round,
+# (LUN 0); tgt gets copies made the same way, one target per file (LUN 1);
+# all buffered. Per round,
 # per session count, per target (order rotating): 4 KiB random reads and
 # then random writes at QD 32 per session. Raw rounds:
 # docs/bench/raw/iscsi-sessions-<time>.jsonl.
@@ -54,11 +58,18 @@ CTL=$((1000 + TGT_PORT % 31000))
 while [ -e "/var/run/tgtd/socket.$CTL" ]; do CTL=$((CTL + 1)); done
 
 DATA="$WORK/data"
+TGTDIR="$WORK/tgt"
+mkdir -p "$TGTDIR"
+fill() { dd if=/dev/zero of="$1" bs=1M count=$(($(stat -c %s "$1") >> 20)) conv=notrunc,fsync status=none; }
 for v in $(seq 1 "$NVOL"); do
   "$BIN" volume create --data "$DATA" "vols/b$v" "$SIZE" >/dev/null
-  f="$DATA/vols/b$v"
-  dd if=/dev/zero of="$f" bs=1M count=$(($(stat -c %s "$f") >> 20)) conv=notrunc,fsync status=none
+  fill "$DATA/vols/b$v"
+  truncate -s "$(stat -c %s "$DATA/vols/b$v")" "$TGTDIR/b$v"
+  fill "$TGTDIR/b$v"
 done
+# Neither target starts with the other's cache: drop what the fills left.
+sync
+echo 1 >/proc/sys/vm/drop_caches
 
 "$BIN" serve --data "$DATA" --iscsi-addr "127.0.0.1:$OURS_PORT" --s3-addr off --nfs-addr off --admin-addr off \
   --ready-file "$WORK/ready.json" --log-level warn >"$WORK/serve.log" 2>&1 &
@@ -73,7 +84,7 @@ done
 [ "$up" = 1 ] || bench_fail "targets did not start: $(tail -3 "$WORK/serve.log" "$WORK/tgtd.log")"
 for v in $(seq 1 "$NVOL"); do
   tgtadm -C "$CTL" --lld iscsi --op new --mode target --tid "$v" -T "iqn.2026-11.org.tristore.bench:tgt$v"
-  tgtadm -C "$CTL" --lld iscsi --op new --mode logicalunit --tid "$v" --lun 1 -b "$DATA/vols/b$v" --bstype rdwr
+  tgtadm -C "$CTL" --lld iscsi --op new --mode logicalunit --tid "$v" --lun 1 -b "$TGTDIR/b$v" --bstype rdwr
   tgtadm -C "$CTL" --lld iscsi --op bind --mode target --tid "$v" -I ALL
 done
 url() { # target volume
@@ -85,8 +96,8 @@ url() { # target volume
 
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
 bench_machine "sudo scripts/bench/iscsi-sessions.sh $ROUNDS $SECS \"$SESSIONS\"" \
-  -peer "tgt=$(ver tgt) (--bstype rdwr, same files, one target per file)" \
-  -note "$NVOL volumes of $SIZE filled with zeros ($(findmnt -no FSTYPE -T "$WORK")), each its own target on both sides; loopback; ${SECS} s per figure. Initiators: S processes of tristore iscsi bench (this commit), one session each, each to its own LUN, QD 32 each; IOPS summed."
+  -peer "tgt=$(ver tgt) (--bstype rdwr, its own copies of the files, one target per file)" \
+  -note "$NVOL volumes of $SIZE filled with zeros ($(findmnt -no FSTYPE -T "$WORK")), each side its own copies (page cache dropped after the fill), each its own target on both sides; loopback; ${SECS} s per figure. Initiators: S processes of tristore iscsi bench (this commit), one session each, each to its own LUN, QD 32 each; IOPS summed."
 
 # run ROUND TARGET LOAD SESSIONS PATTERN LABEL
 run() {
