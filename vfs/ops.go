@@ -244,14 +244,20 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 	if newFd >= 0 {
 		defer unix.Close(newFd)
 		// A new empty file with only its mode set needs no fsync of its
-		// own: the directory's fsync (commitMeta) makes the name durable
-		// together with the inode's type, mode and owner, which ext4 and
-		// XFS journal in the same transaction as the entry (the power-loss
-		// model, internal/powerloss, holds exactly that and nothing more).
-		// Times (the EXCLUSIVE verifier lives in them), owner changes and a
-		// size do need it.
-		if err == nil && !fs.async && (mode == CreateExclusive || !s2.empty()) {
-			err = unix.Fsync(newFd)
+		// own on a journaling file system: the directory's fsync
+		// (commitMeta) makes the name durable together with the inode's
+		// type, mode and owner, which ext4 and XFS journal in the same
+		// transaction as the entry (the power-loss model,
+		// internal/powerloss, holds exactly that and nothing more).
+		// Without a journal it does need it (newinode.go). Times (the
+		// EXCLUSIVE verifier lives in them), owner changes and a size
+		// always do.
+		if err == nil && !fs.async {
+			if mode == CreateExclusive || !s2.empty() {
+				err = unix.Fsync(newFd)
+			} else {
+				err = fs.syncNewInode(o, newFd)
+			}
 		}
 		return h, a, dc, fs.commitMeta(err, o, "")
 	}

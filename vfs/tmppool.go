@@ -23,7 +23,8 @@ import (
 // for a file made by open(O_CREAT): the new name becomes durable by the
 // same directory fsync, and an unnamed file left in the pool by a crash
 // holds no data (ext4 and XFS free such orphans at mount; fsck does on an
-// ext4 without a journal).
+// ext4 without a journal, where a named one needs its own fsync,
+// newinode.go).
 
 // tmpPoolSize is how many unnamed files an export keeps ready.
 const tmpPoolSize = 16
@@ -170,7 +171,11 @@ func (fs *FS) CreateFile(c Cred, dir Handle, name string, mode CreateMode, s Set
 	defer fs.finish(o, &dc)
 	// As in Create: the directory's fsync makes the new name durable with
 	// the inode's type, mode and owner (set before the link, in earlier
-	// journal transactions than the entry's, which the fsync commits too).
+	// journal transactions than the entry's, which the fsync commits too);
+	// without a journal the inode needs its own fsync (newinode.go).
+	if err == nil {
+		err = fs.syncNewInode(o, fd)
+	}
 	return h, a, dc, fs.commitMeta(err, o, "")
 }
 

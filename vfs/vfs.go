@@ -130,6 +130,9 @@ type FS struct {
 	missed   missCache
 	rootFH   Handle
 	pool     *tmpPool // unnamed files for CreateFile (nil: read-only or no O_TMPFILE)
+	// dirSyncKeepsInodes: a directory fsync makes new files' inodes
+	// durable here (a journal); else they are fsynced too (newinode.go).
+	dirSyncKeepsInodes bool
 }
 
 // Open opens the export rooted at dir (which must exist and be a directory).
@@ -187,6 +190,7 @@ func Open(dir string, opts Options) (*FS, error) {
 	}
 	if !fs.readOnly {
 		fs.pool = newTmpPool(fd)
+		fs.dirSyncKeepsInodes = dirSyncKeepsNewInodes(fd)
 	}
 	return fs, nil
 }
