@@ -230,19 +230,32 @@ func encodeFunc(args encoder) func(*sunrpc.Writer) {
 // delay, up to jukeboxTries times, as the kernel client does; every NFS v3
 // result starts with its status, so it is recognised before decoding.
 func (c *Client) callNFS(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder) error {
-	return c.callNFSThen(ctx, op, proc, idempotent, args, res, nil)
+	return c.callNFSThen(ctx, op, proc, idempotent, args, res, nil, nil)
 }
 
 // callNFSThen is callNFS for a reply that is used up by then (READ: it
 // copies the data out): after then returns, the reply's buffer is recycled,
 // so nothing decoded into res may be used afterwards.
-func (c *Client) callNFSThen(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder, then func()) error {
+//
+// dst (READ only, res a *nfs3.ReadRes) is where the data should end up:
+// the connection's reader may put it there straight from the socket, and
+// then res.Data is dst[:count] (then's copy becomes a no-op); otherwise
+// res.Data points into the reply as for any call.
+func (c *Client) callNFSThen(ctx context.Context, op string, proc uint32, idempotent bool, args encoder, res decoder, then func(), dst []byte) error {
 	var r *sunrpc.Reader
 	var err error
+	direct := -1
 	for try := 0; ; try++ {
-		r, err = c.nfs.call(ctx, nfs3.ProgNFS, nfs3.VersNFS, proc, idempotent, encodeFunc(args))
+		var sink *readSink
+		if dst != nil {
+			sink = newReadSink(dst)
+		}
+		r, err = c.nfs.callInto(ctx, nfs3.ProgNFS, nfs3.VersNFS, proc, idempotent, encodeFunc(args), sink)
 		if err != nil {
 			return &OpError{Op: op, Err: err}
+		}
+		if sink != nil {
+			direct = sink.got
 		}
 		rest := r.Rest()
 		if try+1 >= jukeboxTries || len(rest) < 4 || nfs3.Status(binary.BigEndian.Uint32(rest)) != nfs3.ErrJukebox {
@@ -254,14 +267,21 @@ func (c *Client) callNFSThen(ctx context.Context, op string, proc uint32, idempo
 		case <-time.After(jukeboxDelay << min(try, 4)):
 		}
 	}
-	if res != nil {
+	if rr, ok := res.(*nfs3.ReadRes); ok && direct >= 0 {
+		if _, err := rr.DecodeHead(r); err != nil {
+			return &OpError{Op: op, Err: fmt.Errorf("decoding reply: %w", err)}
+		}
+		rr.Data = dst[:direct]
+	} else if res != nil {
 		if err := res.Decode(r); err != nil {
 			return &OpError{Op: op, Err: fmt.Errorf("decoding reply: %w", err)}
 		}
 	}
 	if then != nil {
 		then()
-		putRecordBuf(r.Buffer())
+		if direct < 0 {
+			putRecordBuf(r.Buffer())
+		}
 	}
 	return nil
 }

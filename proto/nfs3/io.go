@@ -72,6 +72,27 @@ func (x *ReadRes) Decode(r *sunrpc.Reader) error {
 	return r.Err()
 }
 
+// DecodeHead reads what EncodeHead writes: the result up to and including
+// the length of the data, and returns that length (0 unless Status is OK).
+// The data and its padding are left unread: a client that reads a READ
+// reply straight from the connection puts them where they belong without
+// going through a record buffer. Data is left nil.
+func (x *ReadRes) DecodeHead(r *sunrpc.Reader) (int, error) {
+	x.Status = Status(r.Uint32())
+	x.Attr.Decode(r)
+	x.Data = nil
+	n := 0
+	if x.Status == OK {
+		x.Count = r.Uint32()
+		x.EOF = r.Bool()
+		n = int(r.Uint32())
+		if r.Err() == nil && (n > MaxData || int(x.Count) != n) {
+			r.Fail("READ count %d but %d data bytes (limit %d)", x.Count, n, MaxData)
+		}
+	}
+	return n, r.Err()
+}
+
 // WriteArgs is WRITE3args. Count must equal len(Data) (checked by Decode).
 type WriteArgs struct {
 	FH     FH

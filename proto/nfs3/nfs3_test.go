@@ -232,3 +232,33 @@ func TestReadResEncodeHead(t *testing.T) {
 		}
 	}
 }
+
+// DecodeHead reads exactly what EncodeHead wrote (the reader stops at the
+// first data byte), for OK and error results, and refuses a data length
+// that disagrees with the count.
+func TestReadResDecodeHead(t *testing.T) {
+	for _, res := range []ReadRes{
+		{Status: OK, Attr: PostOpAttr{sampleAttr()}, Count: 5, EOF: true, Data: []byte{1, 2, 3, 4, 5}},
+		{Status: OK, Count: 0, Data: []byte{}},
+		{Status: ErrStale, Attr: PostOpAttr{sampleAttr()}},
+		{Status: ErrIO},
+	} {
+		var head sunrpc.Writer
+		res.EncodeHead(&head)
+		r := sunrpc.NewReader(append(head.Bytes(), 0xee, 0xee))
+		var got ReadRes
+		n, err := got.DecodeHead(r)
+		if err != nil || n != len(res.Data) || r.Offset() != head.Len() {
+			t.Fatalf("%+v: n=%d offset %d of %d, %v", res, n, r.Offset(), head.Len(), err)
+		}
+		got.Data, res.Data = nil, nil
+		if !reflect.DeepEqual(got, res) {
+			t.Fatalf("decoded %+v, want %+v", got, res)
+		}
+	}
+	var w sunrpc.Writer
+	(&ReadRes{Status: OK, Count: 7, Data: make([]byte, 8)}).EncodeHead(&w)
+	if _, err := new(ReadRes).DecodeHead(sunrpc.NewReader(w.Bytes())); err == nil {
+		t.Fatal("count 7 with 8 data bytes accepted")
+	}
+}
