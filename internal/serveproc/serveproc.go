@@ -217,6 +217,25 @@ func (p *Proc) Exited() error {
 	}
 }
 
+// WaitLog waits until serve's log holds s, at most d; it reports whether
+// it does (false also when serve exited without writing it).
+func (p *Proc) WaitLog(s string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if strings.Contains(p.Log(), s) {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		select {
+		case <-p.done:
+			return strings.Contains(p.Log(), s)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Signal sends sig to serve (SIGSTOP/SIGCONT for stalls).
 func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 

@@ -90,7 +90,7 @@ func (b *Backend) CreateBucket(ctx context.Context, bucket, owner string) error 
 	}
 	if !saved {
 		os.RemoveAll(b.bucketSysDir(bucket)) // leftovers of an earlier bucket of this name
-		if err := writeFileAtomic(filepath.Join(b.bucketSysDir(bucket), "info.json"), data, true); err != nil {
+		if err := b.writeFileAtomic(filepath.Join(b.bucketSysDir(bucket), "info.json"), data, true); err != nil {
 			os.Remove(p)
 			return err
 		}
@@ -232,7 +232,7 @@ func (b *Backend) SetBucketConfig(ctx context.Context, bucket, name, value strin
 		}
 		unix.Removexattr(p, cfgXattrPfx+name)
 	}
-	return writeFileAtomic(file, []byte(value), true)
+	return b.writeFileAtomic(file, []byte(value), true)
 }
 
 var _ store.BucketConfigurer = (*Backend)(nil)

@@ -52,6 +52,7 @@ func TestHiddenLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close()
+	waitCleanup(t, b2)
 	if _, err := os.Stat(junk); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("temp file in the hidden area survived Open: %v", err)
 	}

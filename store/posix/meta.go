@@ -243,7 +243,7 @@ func (b *Backend) writeRecord(p string, f *os.File, st *unix.Stat_t, r *record, 
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(b.sidecarPath(p), data, durable)
+	return b.writeFileAtomic(b.sidecarPath(p), data, durable)
 }
 
 // lockSidecar takes keyLock(p) in sidecar mode (a no-op with xattrs).
@@ -269,7 +269,7 @@ func (b *Backend) removeSidecar(p string) {
 // including the entries of the directories it created (a sidecar in a new
 // .tristore/meta/<bucket>/<dir>/ is lost in a power cut unless every new
 // directory's parent is fsynced too).
-func writeFileAtomic(path string, data []byte, sync bool) error {
+func (b *Backend) writeFileAtomic(path string, data []byte, sync bool) error {
 	dir := filepath.Dir(path)
 	var f *os.File
 	var err error
@@ -278,7 +278,7 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 	// mkdirAll and OpenFile (or inside mkdirAll, which then fails with
 	// ENOENT): both are retried, a bounded number of times.
 	for range 20 {
-		f, err = os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err = os.OpenFile(b.tempPath(dir), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil || !errors.Is(err, os.ErrNotExist) {
 			break
 		}

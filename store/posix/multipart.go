@@ -129,7 +129,7 @@ func (b *Backend) CreateMultipart(ctx context.Context, bucket, key string, meta 
 	if err := newdir.Mkdir(b.uploadDir(id), 0o755); err != nil {
 		return "", fsErr(err)
 	}
-	if err := writeFileAtomic(filepath.Join(b.uploadDir(id), "info.json"), data, true); err != nil {
+	if err := b.writeFileAtomic(filepath.Join(b.uploadDir(id), "info.json"), data, true); err != nil {
 		os.RemoveAll(b.uploadDir(id))
 		return "", err
 	}
@@ -151,7 +151,7 @@ func (b *Backend) PutPartChecksums(ctx context.Context, bucket, key, uploadID st
 		return store.PartInfo{}, err
 	}
 	dir := b.uploadDir(uploadID)
-	f, err := os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(b.tempPath(dir), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return store.PartInfo{}, fmt.Errorf("%w: %s", store.ErrNoSuchUpload, uploadID)

@@ -48,7 +48,7 @@ func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
 	dir := filepath.Dir(target)
 	var changed []string
 	for range 20 {
-		f, err := createTemp(filepath.Join(dir, tmpPrefix+randomHex(8)))
+		f, err := createTemp(b.tempPath(dir))
 		if err == nil {
 			return f, changed, nil
 		}

@@ -7,8 +7,9 @@
 //
 //	DATA/<bucket>/<key path>             object content
 //	DATA/<bucket>/<dir>/.tristore-dir    content of the "directory marker" object "<dir>/"
-//	DATA/<dir>/.tristore-tmp-<random>    a PUT in progress (same directory as its target,
-//	                                     so the final rename is atomic)
+//	DATA/<dir>/.tristore-tmp-<inc>-<random>  a PUT in progress (same directory as its target,
+//	                                     so the final rename is atomic; <inc>: the
+//	                                     writer's incarnation, tempfiles.go)
 //	DATA/<bucket>/.tristore-hidden/keys/<sha256 of key>  keys with no plain path (hidden.go)
 //	DATA/<bucket>/.tristore-hidden/versions/  reserved for old versions
 //	DATA/.tristore/tmp/                  scratch (probe files)
@@ -16,6 +17,7 @@
 //	DATA/.tristore/meta/<bucket>/<key>.json  metadata sidecars (no-xattr fallback)
 //	DATA/.tristore/buckets/<bucket>/     bucket info and config fallback files
 //	DATA/.tristore/lock                  flock: exclusive during start-up cleanup, then shared
+//	DATA/.tristore/incarnation           the number in this start's temp file names (tempfiles.go)
 //	DATA/.tristore/iam/                  owned by the iam package, never touched here
 //
 // A key ending in '/' (a "directory marker", as S3 consoles make for
@@ -45,7 +47,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,11 @@ type Backend struct {
 	// bcache keeps each bucket's record and documents (bucketcache.go).
 	bcache bucketCache
 
+	// incarnation is in the name of every temp file this opener makes;
+	// clean is the background removal of earlier ones (tempfiles.go).
+	incarnation uint64
+	clean       tempCleanup
+
 	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -101,8 +107,9 @@ const (
 	cfgXattrPfx = "user.tristore.cfg."
 )
 
-// Open opens (creating if needed) the data tree at root, removes leftover
-// temp files from a crash, and returns the backend.
+// Open opens (creating if needed) the data tree at root and returns the
+// backend. Temp files a crash left are removed in the background
+// (tempfiles.go, CleanupDone); nothing shows them meanwhile.
 func Open(root string, opts Options) (*Backend, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -147,26 +154,37 @@ func Open(root string, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The incarnation is fixed before any temp file is made (tempfiles.go).
+	walk := false
+	if alone {
+		n, err := b.cleanTmpDir()
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("posix: start-up cleanup: %w", err)
+		}
+		n += b.cleanupUploads()
+		if n > 0 {
+			log.Info("posix store: removed leftover scratch files and unfinished uploads", "count", n)
+		}
+		walk = b.newIncarnation()
+	} else if b.incarnation, err = b.readIncarnation(); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("posix: %w", err)
+	}
 	b.useXattr = !opts.NoXattr && b.probeXattr()
 	if !opts.NoXattr && !b.useXattr {
 		log.Warn("posix store: file system has no user xattrs; keeping metadata in sidecar files", "root", abs)
 	}
 	if alone {
-		n, err := b.cleanup()
-		n += b.cleanupUploads()
 		b.repairVersions() // versions.go
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("posix: start-up cleanup: %w", err)
-		}
-		if n > 0 {
-			log.Info("posix store: removed leftover temp files", "count", n)
-		}
 		if err := unix.Flock(int(b.lockFile.Fd()), unix.LOCK_SH); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("posix: lock: %w", err)
 		}
 	}
+	// Temp files of earlier incarnations anywhere in the tree: removed in
+	// the background, so that start-up does not grow with the tree.
+	b.startCleanup(walk)
 	return b, nil
 }
 
@@ -209,6 +227,8 @@ func (b *Backend) lock() (bool, error) {
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.closed)
+		// The background walk (tempfiles.go) stops at its next batch.
+		b.clean.wg.Wait()
 		b.dirs.close() // the listing's directory watches (dirwatch.go)
 		if b.lockFile != nil {
 			b.lockFile.Close() // releases the flock
@@ -227,7 +247,7 @@ func (b *Backend) bucketsDir() string   { return filepath.Join(b.sys, "buckets")
 
 // probeXattr reports whether user xattrs work on the data file system.
 func (b *Backend) probeXattr() bool {
-	p := filepath.Join(b.tmpDir(), tmpPrefix+"probe-"+randomHex(8))
+	p := b.tempPath(b.tmpDir())
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 	if err != nil {
 		return false
@@ -235,37 +255,6 @@ func (b *Backend) probeXattr() bool {
 	f.Close()
 	defer os.Remove(p)
 	return unix.Setxattr(p, "user.tristore.probe", []byte("1"), 0) == nil
-}
-
-// cleanup removes temp files left by a crash: ".tristore-tmp-*" anywhere in
-// the tree (buckets, multipart uploads, sidecars) and all of .tristore/tmp.
-// The iam directory belongs to another package and is skipped.
-func (b *Backend) cleanup() (int, error) {
-	n := 0
-	iam := filepath.Join(b.sys, "iam")
-	err := filepath.WalkDir(b.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() {
-			if p == iam {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasPrefix(d.Name(), tmpPrefix) || filepath.Dir(p) == b.tmpDir() {
-			if err := os.Remove(p); err == nil {
-				n++
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-		return nil
-	})
-	return n, err
 }
 
 // cleanupUploads removes upload directories without an info.json: a crash

@@ -137,6 +137,7 @@ func TestCleanupAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close()
+	waitCleanup(t, b2)
 	for _, p := range leftovers {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("leftover %s still there (%v)", p, err)
@@ -451,12 +452,14 @@ func TestSecondOpenKeepsLiveTempFiles(t *testing.T) {
 	}
 	ctx := context.Background()
 	first.CreateBucket(ctx, "bkt", "")
+	waitCleanup(t, first) // its own start-up walk is over
 	live := filepath.Join(root, "bkt", ".tristore-tmp-live")
 	os.WriteFile(live, []byte("in flight"), 0o644)
 	second, err := posix.Open(root, posix.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitCleanup(t, second) // closed at once: it shares the tree
 	if _, err := os.Stat(live); err != nil {
 		t.Fatalf("second Open removed a live temp file: %v", err)
 	}
@@ -470,6 +473,7 @@ func TestSecondOpenKeepsLiveTempFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer third.Close()
+	waitCleanup(t, third)
 	if _, err := os.Stat(live); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("leftover temp file not removed once the tree was free: %v", err)
 	}

@@ -194,7 +194,7 @@ func (b *Backend) preserve(loc keyLoc, f *os.File, st *unix.Stat_t, rec *record)
 		nr.VSeq = st.Mtim.Nano()
 	}
 	final := filepath.Join(dir, verID(nr.VersionID))
-	tmp := filepath.Join(dir, tmpPrefix+randomHex(8))
+	tmp := b.tempPath(dir)
 	if err := os.Link(f.Name(), tmp); err != nil {
 		return fsErr(err)
 	}
@@ -468,7 +468,7 @@ func (b *Backend) promote(ctx context.Context, loc keyLoc) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(target), tmpPrefix+randomHex(8))
+	tmp := b.tempPath(filepath.Dir(target))
 	if err := os.Link(top.path, tmp); err != nil {
 		return fsErr(err)
 	}

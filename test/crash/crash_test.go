@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/tristore/tristore/store/posix"
 
 	"github.com/tristore/tristore/internal/testutil"
 )
@@ -288,6 +289,11 @@ func tempFiles(t *testing.T, data string) []string {
 // attempted), that ETags match, and that start-up removed all temp files.
 func verify(t *testing.T, ctx context.Context, srv *server, data string, keys []string, states []keyState) {
 	t.Helper()
+	// Start-up removes the temp files of the killed server in the
+	// background; wait for the end of that walk (its log line).
+	if !srv.WaitLog(posix.CleanupDoneLog, 60*time.Second) {
+		t.Fatalf("no %q in the log 60 s after the restart:\n%s", posix.CleanupDoneLog, srv.LogTail(2000))
+	}
 	if left := tempFiles(t, data); len(left) > 0 {
 		t.Fatalf("temp files left after restart: %v", left)
 	}

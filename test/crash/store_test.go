@@ -184,6 +184,11 @@ func storeCrash(t *testing.T, noXattr bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		select { // leftovers are removed in the background
+		case <-st.CleanupDone():
+		case <-time.After(60 * time.Second):
+			t.Fatal("background temp-file cleanup not done 60 s after reopening")
+		}
 		if left := tempFiles(t, dir); len(left) > 0 {
 			t.Fatalf("temp files left after reopening: %v", left)
 		}
