@@ -84,3 +84,25 @@ func (fs *FS) syncNewInode(dir *obj, fd int) error {
 	}
 	return unix.Fsync(fd)
 }
+
+// syncNewSpecial makes a new symbolic link, FIFO, socket or device node in
+// dir durable where the directory's fsync would not (see above). Such an
+// inode cannot be opened for fsync, so the whole file system is synced
+// (syncfs: every dirty inode and page on it); these are rare. A sync
+// export only.
+func (fs *FS) syncNewSpecial(dir *obj) error {
+	if fs.async || (fs.dirSyncKeepsInodes && dir.st.Dev == fs.dev) || faultSkip("nfs-new-inode") {
+		return nil
+	}
+	fd := fs.rootFd
+	if dir.st.Dev != fs.dev {
+		// Another file system mounted inside the export: sync that one.
+		f, err := unix.Open(dir.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(f)
+		fd = f
+	}
+	return unix.Syncfs(fd)
+}

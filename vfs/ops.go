@@ -345,6 +345,9 @@ func (fs *FS) Symlink(c Cred, dir Handle, name, target string, s SetAttr) (h Han
 		h, a, err = fs.child(o, name)
 		return err
 	})
+	if err == nil && !fs.async {
+		err = fs.syncNewSpecial(o) // no journal: the new inode (newinode.go)
+	}
 	return h, a, dc, fs.commitMeta(err, o, "")
 }
 
@@ -405,6 +408,9 @@ func (fs *FS) Mknod(c Cred, dir Handle, name string, typ FileType, major, minor 
 		h, a, err = fs.child(o, name)
 		return err
 	})
+	if err == nil && !fs.async {
+		err = fs.syncNewSpecial(o) // no journal: the new inode (newinode.go)
+	}
 	return h, a, dc, fs.commitMeta(err, o, name)
 }
 

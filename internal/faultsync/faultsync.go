@@ -13,7 +13,7 @@
 //	nfs-commit  vfs: fsync of COMMIT
 //	nfs-dir     vfs: fsync of the directory after a namespace change (sync export)
 //	nfs-rename-src  vfs: fsync of the source directory of a cross-directory RENAME
-//	nfs-new-inode  vfs: fsync of a new empty file made by CREATE/OPEN on a file system without a journal
+//	nfs-new-inode  vfs: on a file system without a journal, fsync of a new empty file (CREATE/OPEN), syncfs after SYMLINK/MKNOD
 //	nfs4-clients  frontend/nfs: fsyncs of the NFSv4 client list (file and directory) that decides who may reclaim after a restart
 //	lun-fua     blockdev/filelun: fsync after a FUA write
 //	lun-flush   blockdev/filelun: fsync of SYNCHRONIZE CACHE (Flush)

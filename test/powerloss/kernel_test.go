@@ -189,15 +189,20 @@ func (d *kdisk) reboot() {
 	d.attach()
 }
 
-// kernelFiles, kernelDirs and kernelEmpty are how many written files,
-// directories and empty files the NFS part makes.
-const kernelFiles, kernelDirs, kernelEmpty = 16, 6, 48
+// kernelFiles, kernelDirs, kernelEmpty and kernelSpecial are how many
+// written files, directories, empty files and symlinks (and as many
+// FIFOs) the NFS part makes.
+const kernelFiles, kernelDirs, kernelEmpty, kernelSpecial = 16, 6, 48, 24
 
 // kernelItems are what one run acknowledges; each is checked after the
 // reboot.
 type kernelItems struct {
 	nfsFiles map[string][]byte // path under the export -> content
 	nfsDirs  []string
+	symlinks map[string]string // path -> target
+	modes    map[string]uint32 // path -> permission bits set by SETATTR
+	gone     []string          // renamed away or removed
+	fifos    []string
 	objects  map[string][]byte // S3 key -> content
 	blocks   map[int64][]byte  // iSCSI offset -> content
 }
@@ -235,7 +240,7 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 	// fsync (the loop device's flush) keeps it.
 	syncfs(t, d.mnt)
 
-	it := kernelItems{nfsFiles: map[string][]byte{}, objects: map[string][]byte{}, blocks: map[int64][]byte{}}
+	it := kernelItems{nfsFiles: map[string][]byte{}, symlinks: map[string]string{}, objects: map[string][]byte{}, blocks: map[int64][]byte{}}
 	mode := uint32(0o644)
 	create := func(dir nfs.FH, dpath, name string, body []byte) {
 		fh, _, err := c.Create(ctx, dir, name, nfs.Guarded, nfs.SetAttr{Mode: &mode}, nfs.Verifier{})
@@ -263,6 +268,58 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 		create(dh, "nfs/"+name, "file", payload(uint64(200+i), 5000))
 		create(dh, "nfs/"+name, "empty", nil)
 	}
+	// Then inodes no file fsync can reach: symbolic links and FIFOs.
+	for i := range kernelSpecial {
+		name, target := fmt.Sprintf("link%d", i), fmt.Sprintf("target/%d/%s", i, strings.Repeat("x", i*8))
+		if _, _, err := c.Symlink(ctx, top, name, target, nfs.SetAttr{}); err != nil {
+			t.Fatalf("SYMLINK nfs/%s: %v", name, err)
+		}
+		it.symlinks["nfs/"+name] = target
+	}
+	for i := range kernelSpecial {
+		name := fmt.Sprintf("fifo%d", i)
+		if _, _, err := c.Mknod(ctx, top, name, nfs.TypeFIFO, nfs.SetAttr{Mode: &mode}, 0, 0); err != nil {
+			t.Fatalf("MKNOD nfs/%s: %v", name, err)
+		}
+		it.fifos = append(it.fifos, "nfs/"+name)
+	}
+	// Empty files after them: written files share inode table blocks with
+	// the files made just before them, and a written file's fsync writes
+	// its whole block. Enough of them to fill several blocks (16 inodes
+	// each).
+	for i := range kernelEmpty {
+		create(top, "nfs", fmt.Sprintf("empty%d", i), nil)
+	}
+	// Last, changes to files made durable long ago: a new mode, a second
+	// name, a rename, a removal.
+	lookup := func(name string) nfs.FH {
+		fh, _, err := c.Lookup(ctx, top, name)
+		if err != nil {
+			t.Fatalf("LOOKUP nfs/%s: %v", name, err)
+		}
+		return fh
+	}
+	newMode := uint32(0o600)
+	if _, err := c.Setattr(ctx, lookup("file0"), nfs.SetAttr{Mode: &newMode}, nil); err != nil {
+		t.Fatalf("SETATTR nfs/file0: %v", err)
+	}
+	it.modes = map[string]uint32{"nfs/file0": newMode}
+	if _, err := c.Link(ctx, lookup("file1"), top, "hard1"); err != nil {
+		t.Fatalf("LINK nfs/file1 nfs/hard1: %v", err)
+	}
+	it.nfsFiles["nfs/hard1"] = it.nfsFiles["nfs/file1"]
+	if err := c.Rename(ctx, top, "file2", top, "renamed2"); err != nil {
+		t.Fatalf("RENAME nfs/file2: %v", err)
+	}
+	it.nfsFiles["nfs/renamed2"] = it.nfsFiles["nfs/file2"]
+	delete(it.nfsFiles, "nfs/file2")
+	if err := c.Remove(ctx, top, "file3"); err != nil {
+		t.Fatalf("REMOVE nfs/file3: %v", err)
+	}
+	delete(it.nfsFiles, "nfs/file3")
+	it.gone = []string{"nfs/file2", "nfs/file3"}
+	// S3 and iSCSI after NFS: a symlink's syncfs (no journal) would make
+	// everything before it durable, hiding a missing object fsync.
 	for i, key := range []string{"k0", "k1", "p/q/k2", "p/r/k3"} {
 		body := payload(uint64(300+i), 500+i*2000)
 		if _, err := s3c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
@@ -290,12 +347,14 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 		t.Fatalf("iSCSI WRITE FUA: %v", err)
 	}
 	it.blocks[7*64*lunBlock] = fua
-	// Empty files last: written files share inode table blocks with the
-	// files made just before them, and a written file's fsync writes its
-	// whole block. Enough of them to fill several blocks (16 inodes each).
-	for i := range kernelEmpty {
-		create(top, "nfs", fmt.Sprintf("empty%d", i), nil)
+	// NFS namespace changes at the very end too: with a journal, any later
+	// fsync (an object's) commits every earlier change with it.
+	create(top, "nfs", "last", nil)
+	if err := c.Remove(ctx, top, "file4"); err != nil {
+		t.Fatalf("REMOVE nfs/file4: %v", err)
 	}
+	delete(it.nfsFiles, "nfs/file4")
+	it.gone = append(it.gone, "nfs/file4")
 	// The last reply is in: the power goes now.
 	d.pfs.Cut()
 	s.Close()
@@ -331,6 +390,31 @@ func kernelCheck(ctx context.Context, srv *server, it kernelItems, rep *report) 
 	for _, p := range it.nfsDirs {
 		if _, a, err := c.LookupPath(ctx, p); err != nil || a.Type != nfs.TypeDir {
 			rep.violate("acknowledged MKDIR %s: %v", p, err)
+		}
+	}
+	for p, want := range it.modes {
+		if _, a, err := c.LookupPath(ctx, p); err != nil || a.Mode&0o7777 != want {
+			rep.violate("acknowledged SETATTR mode %o of %s: %v %+v", want, p, err, a)
+		}
+	}
+	for _, p := range it.gone {
+		if _, _, err := c.LookupPath(ctx, p); err == nil {
+			rep.violate("%s, renamed away or removed, is back", p)
+		}
+	}
+	for p, want := range it.symlinks {
+		fh, _, err := c.LookupPath(ctx, p)
+		if err != nil {
+			rep.violate("acknowledged NFS SYMLINK %s: %v", p, err)
+			continue
+		}
+		if got, err := c.Readlink(ctx, fh); err != nil || got != want {
+			rep.violate("symlink %s reads %q (%v), acknowledged %q", p, got, err, want)
+		}
+	}
+	for _, p := range it.fifos {
+		if _, a, err := c.LookupPath(ctx, p); err != nil || a.Type != nfs.TypeFIFO {
+			rep.violate("acknowledged NFS MKNOD (FIFO) %s: %v", p, err)
 		}
 	}
 	for p, want := range it.nfsFiles {
@@ -404,15 +488,17 @@ func TestKernelExt4PowerLoss(t *testing.T) {
 // TestKernelTeeth: the kernel rig notices a missing fsync. On ext4
 // without a journal, skipping the new file's fsync (nfs-new-inode) loses
 // acknowledged empty NFS creates; skipping an S3 object's fsync
-// (put-file) loses acknowledged objects (their data and inode); with a
-// journal, skipping the directory fsync after CREATE/MKDIR (nfs-dir)
-// loses names.
+// (put-file) loses acknowledged objects (their data); skipping the
+// LUN's fsyncs (lun-flush and lun-fua: the FUA write's fsync would cover
+// the earlier writes too) loses blocks; with a journal, skipping the
+// directory fsync after namespace changes (nfs-dir) loses or resurrects
+// names.
 func TestKernelTeeth(t *testing.T) {
 	bin := faultsyncBin(t)
 	for _, tc := range []struct {
 		site    string
 		journal bool
-	}{{"nfs-new-inode", false}, {"put-file", false}, {"nfs-dir", true}} {
+	}{{"nfs-new-inode", false}, {"put-file", false}, {"lun-flush,lun-fua", false}, {"nfs-dir", true}} {
 		t.Run(tc.site, func(t *testing.T) {
 			d := newKDisk(t, tc.journal)
 			rep := kernelScenario(t, d, bin, "TRISTORE_FAULT_SKIP="+tc.site)
