@@ -209,9 +209,14 @@ type kernelItems struct {
 
 // kernelScenario runs tristore serve on d, makes a durable base (a
 // volume, a bucket, the NFS directory), then acknowledges NFS creates
-// (empty and written with FILE_SYNC), MKDIRs, S3 PUTs and iSCSI writes
-// (SYNCHRONIZE CACHE and FUA), cuts the power right after the last reply
-// and checks every item after the reboot.
+// (written with FILE_SYNC, and empty), MKDIRs, SYMLINKs, MKNODs, SETATTR,
+// LINK, RENAME and REMOVE, S3 PUTs and iSCSI writes (SYNCHRONIZE CACHE
+// and FUA), cuts the power right after the last reply and checks every
+// item after the reboot. The order matters: a later fsync can make an
+// earlier change durable by the way (a journal commit takes everything
+// before it; without a journal, a file's fsync writes its whole inode
+// table block, 16 inodes, and syncfs writes everything), so what a
+// missing fsync would lose comes after what could hide it.
 func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 	rep := &report{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
