@@ -197,14 +197,15 @@ const kernelFiles, kernelDirs, kernelEmpty, kernelSpecial = 16, 6, 48, 24
 // kernelItems are what one run acknowledges; each is checked after the
 // reboot.
 type kernelItems struct {
-	nfsFiles map[string][]byte // path under the export -> content
-	nfsDirs  []string
-	symlinks map[string]string // path -> target
-	modes    map[string]uint32 // path -> permission bits set by SETATTR
-	gone     []string          // renamed away or removed
-	fifos    []string
-	objects  map[string][]byte // S3 key -> content
-	blocks   map[int64][]byte  // iSCSI offset -> content
+	nfsFiles    map[string][]byte // path under the export -> content
+	nfsDirs     []string
+	symlinks    map[string]string // path -> target
+	modes       map[string]uint32 // path -> permission bits set by SETATTR
+	gone        []string          // renamed away or removed
+	goneContent map[string][]byte
+	fifos       []string
+	objects     map[string][]byte // S3 key -> content
+	blocks      map[int64][]byte  // iSCSI offset -> content
 }
 
 // kernelScenario runs tristore serve on d, makes a durable base (a
@@ -321,6 +322,7 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 	if err := c.Remove(ctx, top, "file3"); err != nil {
 		t.Fatalf("REMOVE nfs/file3: %v", err)
 	}
+	it.goneContent = map[string][]byte{"nfs/file2": it.nfsFiles["nfs/renamed2"], "nfs/file3": it.nfsFiles["nfs/file3"]}
 	delete(it.nfsFiles, "nfs/file3")
 	it.gone = []string{"nfs/file2", "nfs/file3"}
 	// S3 and iSCSI after NFS: a symlink's syncfs (no journal) would make
@@ -358,6 +360,7 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 	if err := c.Remove(ctx, top, "file4"); err != nil {
 		t.Fatalf("REMOVE nfs/file4: %v", err)
 	}
+	it.goneContent["nfs/file4"] = it.nfsFiles["nfs/file4"]
 	delete(it.nfsFiles, "nfs/file4")
 	it.gone = append(it.gone, "nfs/file4")
 	// The last reply is in: the power goes now.
@@ -367,9 +370,25 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 	c.Close()
 	d.reboot()
 	t.Logf("e2fsck after the cut: %s", d.fsck[len(d.fsck)-1])
+	lostFound(t, d.mnt, it)
 	srv = r.start(ctx)
 	kernelCheck(ctx, srv, it, rep)
 	return rep
+}
+
+// lostFound logs what e2fsck put in lost+found (outside the export),
+// naming removed files whose content it holds.
+func lostFound(t testing.TB, mnt string, it kernelItems) {
+	ents, _ := os.ReadDir(filepath.Join(mnt, "lost+found"))
+	for _, e := range ents {
+		p := filepath.Join(mnt, "lost+found", e.Name())
+		b, _ := os.ReadFile(p)
+		fi, _ := os.Lstat(p)
+		t.Logf("lost+found/%s: %v, %d bytes, sum %s", e.Name(), fi.Mode(), len(b), sum(b))
+	}
+	for _, p := range it.gone {
+		t.Logf("gone: %s sum %s", p, sum(it.goneContent[p]))
+	}
 }
 
 func syncfs(t testing.TB, dir string) {
