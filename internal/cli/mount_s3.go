@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +46,7 @@ func init() {
 			fs.Duration("s3-attr-timeout", time.Second, "s3: how long the kernel caches attributes and names")
 			fs.Int("s3-read-ahead", cloudfs.DefaultReadAhead, "s3: the kernel's read-ahead window for the mount's files, in bytes (0: off; pages past a read stay locked, writes to them included, until their READ is answered, which for a chunk not cached means its fetch)")
 			fs.Bool("s3-debug", false, "s3: log every FUSE request")
+			fs.String("s3-pprof", "", "s3: serve Go profiles (net/http/pprof, block profile on) at this address, e.g. 127.0.0.1:6061 (for benchmarks; off by default)")
 			fs.String("s3-stats-file", "", "s3: at unmount, write the store's counters (cache hits and misses, prefetches, transfers) as JSON to this file")
 		},
 		Run: runMountS3,
@@ -178,6 +182,11 @@ func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
 	if err != nil {
 		return err
 	}
+	if a := cfg.GetString("s3-pprof"); a != "" {
+		if err := servePprof(ctx, a); err != nil {
+			return err
+		}
+	}
 	c.ReadOnly = cfg.GetBool("s3-read-only")
 	// Whatever the prefix holds (a tree or a volume); a new tree if empty.
 	octx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -234,6 +243,28 @@ func runMountS3(cmd *cobra.Command, u *url.URL, dir string) error {
 		return errors.Join(err, closeStore())
 	}
 	return closeStore()
+}
+
+// servePprof serves Go's profiles at addr until ctx ends, with the block
+// profile on (every blocking event: where writers wait), for benchmarks.
+func servePprof(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mount: --s3-pprof: %w", err)
+	}
+	runtime.SetBlockProfileRate(1)
+	runtime.SetMutexProfileFraction(1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	go func() {
+		<-ctx.Done()
+		hs.Close()
+	}()
+	return nil
 }
 
 // waitUnmount blocks until dir is unmounted from outside or ctx ends (then

@@ -29,7 +29,11 @@
 #   FILES=20 MAX_SIZE=4194304 CACHE=16MiB                 the data set (~14 MiB) and cache
 #   LOAD_TIMEOUT=180 REPLAY_TIMEOUT=240                   bounds per phase, seconds
 #   BUDGET=0                                              replay time budget, s (0: none)
-#   side names: tristore-SIZE[-nopf][-ra0] (-nopf: no prefetching, -ra0: --s3-read-ahead 0)
+#   side names: tristore-SIZE[-nopf][-ra0][-before] (-nopf: no prefetching, -ra0: --s3-read-ahead 0,
+#     -before: tristore built from BEFORE_REV, for its load and its replay; the server is always HEAD's)
+#   BEFORE_REV=<commit>                                   with SIDES naming tristore-SIZE-before sides
+#   PROFILE_DIR=DIR                                       tristore replays run with --s3-pprof; goroutine dumps
+#                                                         every 10 s and the block profile at the end go to DIR
 # The default scale is what a shared 2-core machine runs in about 12
 # minutes for all 12 sides (one round): the 16 MiB sides replay 150
 # accesses in ~100 s, the 64 KiB side and the peers in ~10 s.
@@ -49,6 +53,8 @@ REPLAY_TIMEOUT=${REPLAY_TIMEOUT:-240}
 # the accesses it did ("accesses replayed"), so one slow side cannot
 # fail the whole run; a side cut short replayed only a prefix of the trace.
 BUDGET=${BUDGET:-0}
+BEFORE_REV=${BEFORE_REV:-}
+PROFILE_DIR=${PROFILE_DIR:-}
 WORK=""
 PHASE_PID=""
 # stop_phase: the running phase (timeout -> netem run -> client, server)
@@ -97,6 +103,14 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 bench_start "$WORK"
 (cd "$SRC" && go build -o "$WORK/replay" ./scripts/bench/cloudfs-replay) || bench_fail "cannot build cloudfs-replay"
+BEFORE_COMMIT=""
+if [ -n "$BEFORE_REV" ]; then
+  BEFORE_COMMIT=$(git -C "$BENCH_ROOT" rev-parse --short=12 "$BEFORE_REV^{commit}") || bench_fail "BEFORE_REV=$BEFORE_REV is not a commit"
+  mkdir -p "$WORK/src-before"
+  git -C "$BENCH_ROOT" archive "$BEFORE_COMMIT" | tar -x -C "$WORK/src-before" || bench_fail "git archive $BEFORE_COMMIT failed"
+  (cd "$WORK/src-before" && go build -o "$WORK/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
+fi
+[ -z "$PROFILE_DIR" ] || { mkdir -p "$PROFILE_DIR"; PROFILE_DIR=$(cd "$PROFILE_DIR" && pwd); }
 
 AK=BENCHCLOUDFS00000001
 SK=bench-cloudfs-secret-000001
@@ -126,12 +140,14 @@ stopmount() { # PID DIR: unmount (dirty data is uploaded first), at most 120 s
   mountpoint -q "$2" && umount -l "$2" || true
   wait "$1" 2>/dev/null || true
 }
+if [[ $SIDE == *-before ]]; then T=$WORK/tristore-before; fi
 REPLAY=("$WORK/replay" -dir "$M" -files "$FILES" -max-size "$MAX_SIZE" -requests "$REQUESTS" -max-seconds "$BUDGET")
 export RCLONE_CONFIG_T_TYPE=s3 RCLONE_CONFIG_T_PROVIDER=Other RCLONE_CONFIG_T_ENDPOINT=$EP \
   RCLONE_CONFIG_T_ACCESS_KEY_ID=$AK RCLONE_CONFIG_T_SECRET_ACCESS_KEY=$SK RCLONE_CONFIG_T_FORCE_PATH_STYLE=true
 case $SIDE in
 tristore-*)
   cs=${SIDE#tristore-}; pf=0; ra=()
+  case $cs in *-before) cs=${cs%-before} ;; esac
   case $cs in *-ra0) cs=${cs%-ra0}; ra=(--s3-read-ahead 0) ;; esac
   case $cs in *-nopf) cs=${cs%-nopf}; pf=-1 ;; esac
   common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE" "${ra[@]}")
@@ -144,10 +160,25 @@ tristore-*)
     say "unmounting (uploads the chunks)"
     stopmount $pid "$M"
   else
-    "$T" mount s3://trace/fs "$M" "${common[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
+    prof=()
+    [ -z "$PROFILE_DIR" ] || prof=(--s3-pprof 127.0.0.1:6061)
+    "$T" mount s3://trace/fs "$M" "${common[@]}" "${prof[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
     pid=$!; PIDS+=("$pid"); waitmount "$M"
+    ppid_=""
+    if [ -n "$PROFILE_DIR" ]; then
+      P=$PROFILE_DIR/$SIDE-r$ROUND
+      mkdir -p "$P"; cp "$T" "$P/tristore"
+      (for k in $(seq 1 60); do sleep 10; curl -s -m 5 -o "$P/goroutine-$k.txt" "http://127.0.0.1:6061/debug/pprof/goroutine?debug=1" || break; done) &
+      ppid_=$!; PIDS+=("$ppid_")
+    fi
     say "replaying $REQUESTS accesses"
-    "${REPLAY[@]}" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
+    "${REPLAY[@]}" -trace "$WORK/trace.txt" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
+    if [ -n "$ppid_" ]; then
+      kill "$ppid_" 2>/dev/null || true
+      curl -s -m 10 -o "$P/block.pb.gz" http://127.0.0.1:6061/debug/pprof/block || true
+      curl -s -m 10 -o "$P/mutex.pb.gz" http://127.0.0.1:6061/debug/pprof/mutex || true
+      cp "$WORK/trace.txt" "$P/trace.txt"
+    fi
     say "unmounting (uploads what is dirty)"
     stopmount $pid "$M"
   fi
@@ -188,7 +219,7 @@ chmod +x "$WORK/client.sh"
 phase() {
   local name=$1 preset=$2 tmo=$3 s=$4 r=$5 t0=$SECONDS rc=0
   : >"$WORK/run.log"
-  PHASE=$name SIDE=$s WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
+  PHASE=$name SIDE=$s ROUND=$r PROFILE_DIR=$PROFILE_DIR WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
     timeout -k 15 "$tmo" "$WORK/tristore" netem run --preset "$preset" \
     --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
     --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters-$name.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 &
@@ -213,6 +244,9 @@ ALL+=(rclone s3fs)
 read -r -a SIDES <<<"${SIDES:-${ALL[*]}}"
 # ONLY= (the older name for a trial with some sides) still works.
 if [ -n "${ONLY:-}" ]; then read -r -a SIDES <<<"$ONLY"; fi
+for s in "${SIDES[@]}"; do
+  [[ $s != *-before ]] || [ -n "$BEFORE_REV" ] || bench_fail "side $s needs BEFORE_REV=<commit>"
+done
 n=$((ROUNDS * ${#SIDES[@]}))
 # The table's ratios are against tristore-1MiB (the default chunk size)
 # when it ran, else against the first tristore side.
@@ -226,10 +260,12 @@ echo "cloudfs: $ROUNDS round(s) x ${#SIDES[@]} sides (${SIDES[*]}), $REQUESTS ac
 
 budget_note=""
 [ "$BUDGET" = 0 ] || budget_note=" Each replay stops after $BUDGET s (accesses replayed: how many it did)."
-bench_machine "sudo SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
+before_peer=()
+[ -z "$BEFORE_COMMIT" ] || before_peer=(-peer "tristore-*-before=commit $BEFORE_COMMIT")
+bench_machine "sudo ${BEFORE_COMMIT:+BEFORE_REV=$BEFORE_COMMIT }SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
   -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }') (use_cache)" \
-  -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" \
-  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off. Latency: each pread/pwrite as the application sees it (kernel page cache included, for every side).$budget_note"
+  -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" "${before_peer[@]}" \
+  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, untimed; s3fs and rclone upload what was written at or after that close (outside the figures), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
 
 T0=$SECONDS
 i=0

@@ -115,14 +115,46 @@ func (s *Store) drain(ctx context.Context) error {
 	if !high {
 		return nil
 	}
-	refs := s.dirtyChunks(func(_ uint64, d *dirtyChunk) bool { return d.lost == nil })
-	if n := int((excess + s.cs - 1) / s.cs); n < len(refs) {
-		refs = refs[:n]
-	}
-	if err := s.upload(ctx, refs); err != nil && !errors.Is(err, ErrBaseLost) {
+	if err := s.upload(ctx, s.oldestDirty(excess)); err != nil && !errors.Is(err, ErrBaseLost) {
 		return err
 	}
 	return s.publish(ctx)
+}
+
+// relieve is what a write that took dirty data past the cache limit
+// waits for: the oldest dirty chunks are uploaded until dirty data is
+// down to three quarters of the limit (not every dirty chunk, as before:
+// the writer waits for as few uploads as it can).
+func (s *Store) relieve(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	_, dirty := s.cache.usage()
+	excess := dirty - s.cache.limit*3/4
+	if excess <= 0 {
+		return nil // an upload that ran meanwhile made room
+	}
+	if err := s.upload(ctx, s.oldestDirty(excess)); err != nil && !errors.Is(err, ErrBaseLost) {
+		return err
+	}
+	return s.publish(ctx)
+}
+
+// oldestDirty lists the oldest dirty chunks (not lost) whose charges add
+// up to at least excess bytes.
+func (s *Store) oldestDirty(excess int64) []chunkRef {
+	refs := s.dirtyChunks(func(_ uint64, d *dirtyChunk) bool { return d.lost == nil })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := int64(0)
+	for i, r := range refs {
+		if sum >= excess {
+			return refs[:i]
+		}
+		if st := s.st[r.ino]; st != nil && st.dirty[r.idx] != nil {
+			sum += st.dirty[r.idx].charge
+		}
+	}
+	return refs
 }
 
 func (s *Store) writeBackLoop(ctx context.Context) {
@@ -232,7 +264,7 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	lk.Lock()
 	// A partial chunk gets its base's bytes first (before this worker
 	// takes a transfer buffer: the fetch needs one).
-	if err := s.fill(ctx, ino, idx, lk); err != nil {
+	if err := s.fill(ctx, ino, idx, lk, false); err != nil {
 		lk.Unlock()
 		return fmt.Errorf("complete chunk %d of inode %d for upload: %w", idx, ino, err)
 	}
@@ -315,7 +347,7 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 		return nil // written meanwhile: stays dirty, the upload still counts
 	}
 	delete(st.dirty, idx)
-	s.cache.reserveDirty(-s.cs)
+	s.cache.reserveDirty(-d.charge)
 	s.mu.Unlock()
 	path := s.dirtyPath(ino, idx)
 	if d.f != nil {

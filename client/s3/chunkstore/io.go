@@ -63,7 +63,7 @@ func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte
 	lk.Lock()
 	defer lk.Unlock()
 	fetched := false
-	for {
+	for turn := 0; ; turn++ {
 		s.mu.Lock()
 		in := s.m.Inodes[ino]
 		if in == nil {
@@ -77,13 +77,50 @@ func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte
 		h := in.Chunks[idx]
 		hint := min(s.cs, in.Size-idx*s.cs)
 		partial := d != nil && overlaps(d.miss, co, co+int64(len(dst)))
+		var base string
+		var baseHint int64
+		var lost error
+		if partial {
+			base, baseHint, lost = d.base, d.miss[len(d.miss)-1].B, d.lost
+		}
 		s.mu.Unlock()
 		switch {
+		case partial && lost == nil && turn < 4 && s.cache.has(base):
+			// A byte this read wants is still only in the base, which
+			// is cached: read the written bytes from the dirty file and
+			// the rest from the base, leaving the chunk partial (its
+			// charge stays the bytes written; completing it would make
+			// it a whole chunk of dirty data).
+			ok, err := s.readOverlay(ino, idx, d, base, dst, co)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if !fetched {
+					s.hits.Add(1)
+				}
+				return nil
+			}
+			// The base was evicted meanwhile: look again.
+		case partial && lost == nil && !fetched:
+			// Fetch the base without the chunk lock (as for a clean
+			// miss), then look again.
+			s.misses.Add(1)
+			fetched = true
+			lk.Unlock()
+			err := s.fetch(ctx, base, baseHint)
+			lk.Lock()
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, errNotFound) {
+				return s.loseBase(ino, idx, d, base, err)
+			}
+			if err != nil {
+				return err
+			}
 		case partial:
-			// A byte this read wants is still only in the base: complete
+			// The base is lost, or the cache cannot keep it: complete
 			// the chunk (fill returns with the lock held and the chunk
 			// whole, so the next turn reads the dirty file).
-			if err := s.fill(ctx, ino, idx, lk); err != nil {
+			if err := s.fill(ctx, ino, idx, lk, true); err != nil {
 				return err
 			}
 		case d != nil:
@@ -112,6 +149,41 @@ func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte
 			return s.readClean(ctx, h, hint, dst, co, !fetched)
 		}
 	}
+}
+
+// readOverlay reads dst at co from partial chunk idx (d, on base): the
+// written bytes from the dirty file, the missing ranges from the cached
+// base. false: the base is no longer cached. The caller holds the chunk
+// lock, under which d's missing ranges do not change.
+func (s *Store) readOverlay(ino uint64, idx int64, d *dirtyChunk, base string, dst []byte, co int64) (bool, error) {
+	cf, err := os.Open(s.cache.cleanPath(base))
+	if errors.Is(err, fs.ErrNotExist) {
+		s.cache.forget(base) // evicted between the check and the open
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer cf.Close()
+	f, err := s.dirtyFile(ino, idx, d)
+	if err != nil {
+		return false, err
+	}
+	if err := readFill(f, dst, co); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	miss := d.miss
+	s.mu.Unlock()
+	end := co + int64(len(dst))
+	for _, m := range miss {
+		if a, b := max(m.A, co), min(m.B, end); a < b {
+			if err := readFill(cf, dst[a-co:b-co], a); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
 }
 
 // readFill reads dst at off from f; bytes past f's end are zeros.
@@ -434,9 +506,9 @@ func (s *Store) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (i
 		return int(n), err
 	}
 	if over {
-		// Dirty data alone fills the cache: write back now instead of
+		// Dirty data alone fills the cache: upload some now instead of
 		// letting the cache grow past its limit.
-		if err := s.writeBack(ctx, 0); err != nil {
+		if err := s.relieve(ctx); err != nil {
 			return int(n), err
 		}
 	}
@@ -455,24 +527,26 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	}
 	s.mu.Unlock()
 	whole := co == 0 && (int64(len(data)) >= s.cs || idx*s.cs+int64(len(data)) >= size)
-	d, over, err := s.makeDirty(ctx, ino, idx, whole)
+	d, err := s.makeDirty(ctx, ino, idx, whole)
 	if err != nil {
-		return over, err
+		return false, err
 	}
 	f, err := s.dirtyFile(ino, idx, d)
 	if err != nil {
-		return over, err
+		return false, err
 	}
 	_, err = f.WriteAt(data, co)
 	if err != nil && errors.Is(noSpace(err), ErrNoSpace) && s.cache.shed(int64(len(data))+s.cs) {
 		_, err = f.WriteAt(data, co) // the disk filled before the limit: clean chunks made room
 	}
 	if err != nil {
-		return over, fmt.Errorf("cache: %w", noSpace(err))
+		return false, fmt.Errorf("cache: %w", noSpace(err))
 	}
 	s.mu.Lock()
 	d.ver++
+	d.flen = max(d.flen, co+int64(len(data)))
 	miss := d.miss
+	over = s.recharge(d) // again below once the missing ranges shrink
 	s.mu.Unlock()
 	if len(miss) == 0 {
 		return over, nil
@@ -492,83 +566,58 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	if len(left) == 0 {
 		d.base, d.lost = "", nil
 	}
+	over = s.recharge(d) || over
 	s.mu.Unlock()
 	if len(left) > maxSpans {
 		// Too scattered to keep track of cheaply: complete it now. The
 		// write itself is done; a failed fetch is tried again later.
-		if err := s.fill(ctx, ino, idx, lk); err != nil {
+		if err := s.fill(ctx, ino, idx, lk, true); err != nil {
 			s.log.Debug("chunkstore: completing a scattered partial chunk failed", "inode", ino, "chunk", idx, "err", err)
 		}
 	}
 	return over, nil
 }
 
-// makeDirty returns chunk idx's dirty state, creating its file from the
-// chunk's current bytes (unless whole: the caller overwrites all of it):
-// a copy of the cached chunk, or when it is not cached an empty file with
-// the chunk as its base (a partial chunk: nothing is fetched here). The
-// caller holds the chunk lock.
-func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool) (*dirtyChunk, bool, error) {
+// makeDirty returns chunk idx's dirty state, creating it when the chunk
+// is clean: an empty dirty file with the chunk's object as its base and
+// all of it missing (a partial chunk, partial.go), whether the object is
+// cached or not, so that a write never copies or fetches a chunk. Nothing
+// is missing when the chunk is a hole or whole (the caller overwrites all
+// of it). The caller holds the chunk lock.
+func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool) (*dirtyChunk, error) {
 	s.mu.Lock()
 	in := s.m.Inodes[ino]
 	if in == nil {
 		s.mu.Unlock()
-		return nil, false, ErrNotExist
+		return nil, ErrNotExist
 	}
 	st := s.istate(ino)
 	if d := st.dirty[idx]; d != nil {
 		s.mu.Unlock()
-		return d, false, nil
+		return d, nil
 	}
 	h := in.Chunks[idx]
 	bound := max(0, min(s.cs, in.Size-idx*s.cs))
 	s.mu.Unlock()
-	var old []byte
 	d := &dirtyChunk{since: time.Now()}
 	if h != "" && !whole && bound > 0 {
-		if s.cache.has(h) {
-			b, err := os.ReadFile(s.cache.cleanPath(h))
-			switch {
-			case err == nil:
-				old = b[:min(int64(len(b)), bound)] // never bytes past the size
-			case errors.Is(err, fs.ErrNotExist):
-				s.cache.forget(h) // evicted between the check and the read
-			default:
-				return nil, false, err
-			}
-		}
-		if old == nil {
-			d.base, d.miss = h, []span{{0, bound}}
-		}
+		d.base, d.miss = h, []span{{0, bound}}
 	}
 	// The record goes first: a dirty file without one is complete.
 	if err := s.saveMiss(ino, idx, d.base, d.miss); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	path := s.dirtyPath(ino, idx)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		s.saveMiss(ino, idx, "", nil)
-		return nil, false, noSpace(err)
+		return nil, noSpace(err)
 	}
-	_, err = f.Write(old)
-	if err != nil && errors.Is(noSpace(err), ErrNoSpace) && s.cache.shed(s.cs) {
-		f.Seek(0, io.SeekStart)
-		f.Truncate(0)
-		_, err = f.Write(old)
-	}
-	if err != nil {
-		f.Close()
-		os.Remove(path)
-		s.saveMiss(ino, idx, "", nil)
-		return nil, false, fmt.Errorf("cache: %w", noSpace(err))
-	}
-	over := s.cache.reserveDirty(s.cs)
 	d.f = f
 	s.mu.Lock()
 	st.dirty[idx] = d
 	s.mu.Unlock()
-	return d, over, nil
+	return d, nil
 }
 
 // dropDirty forgets chunk idx's dirty data; the caller holds the chunk
@@ -585,7 +634,7 @@ func (s *Store) dropDirty(ino uint64, idx int64) {
 	os.Remove(s.dirtyPath(ino, idx))
 	os.Remove(s.partialPath(ino, idx))
 	delete(st.dirty, idx)
-	s.cache.reserveDirty(-s.cs)
+	s.cache.reserveDirty(-d.charge)
 }
 
 // Truncate sets ino's size. Shrinking drops the chunks past the end and
@@ -651,7 +700,7 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 		idx := size / s.cs
 		lk := s.chunkLock(ino, idx)
 		lk.Lock()
-		d, _, err := s.makeDirty(ctx, ino, idx, false)
+		d, err := s.makeDirty(ctx, ino, idx, false)
 		if err == nil {
 			var f *os.File
 			if f, err = s.dirtyFile(ino, idx, d); err == nil {
@@ -659,7 +708,11 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 			}
 			s.mu.Lock()
 			d.ver++
+			if err == nil {
+				d.flen = size % s.cs
+			}
 			miss, left := d.miss, cut(d.miss, size%s.cs)
+			s.recharge(d)
 			s.mu.Unlock()
 			if err == nil && !sameSpans(miss, left) {
 				// The base's bytes past the new end are gone too.
@@ -754,7 +807,7 @@ func (s *Store) seal(ctx context.Context, ino uint64, oldSize int64) error {
 		return nil
 	}
 	s.mu.Unlock()
-	d, _, err := s.makeDirty(ctx, ino, idx, false)
+	d, err := s.makeDirty(ctx, ino, idx, false)
 	if err != nil {
 		return err
 	}

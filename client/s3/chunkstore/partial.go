@@ -157,11 +157,15 @@ func (s *Store) loadMiss(ino uint64, idx int64) (string, []span, error) {
 }
 
 // fill completes chunk idx of ino if it is partial: the base is fetched
-// (into the cache, without holding the chunk lock, so writes to the chunk
-// go on meanwhile) and whatever is still missing is copied from it into
-// the dirty file. The caller holds lk, the chunk's lock; fill holds it
-// again when it returns, and then chunk idx is not partial (unless err).
-func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex) error {
+// (without holding the chunk lock, so writes to the chunk go on
+// meanwhile) and whatever is still missing is copied from it into the
+// dirty file. keep: a base not cached is fetched into the cache (a
+// reader may want it again); without, it is downloaded for this fill
+// alone (an upload: the merged chunk becomes the cached copy, the base
+// would only push useful chunks out). The caller holds lk, the chunk's
+// lock; fill holds it again when it returns, and then chunk idx is not
+// partial (unless err).
+func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex, keep bool) error {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		base, hint := "", int64(0)
@@ -202,7 +206,7 @@ func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex)
 		if data == nil {
 			lk.Unlock()
 			var err error
-			if attempt < 2 {
+			if attempt < 2 && keep {
 				s.misses.Add(1)
 				err = s.fetch(ctx, base, hint)
 			} else {
@@ -265,6 +269,7 @@ func (s *Store) merge(ino uint64, idx int64, base string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	flen := int64(0)
 	for _, m := range miss {
 		// The missing ranges of the file are holes (zeros): only the
 		// base's bytes need writing, and a base shorter than a range
@@ -272,9 +277,11 @@ func (s *Store) merge(ino uint64, idx int64, base string, data []byte) error {
 		if m.A >= int64(len(data)) {
 			continue
 		}
-		if _, err := f.WriteAt(data[m.A:min(m.B, int64(len(data)))], m.A); err != nil {
+		e := min(m.B, int64(len(data)))
+		if _, err := f.WriteAt(data[m.A:e], m.A); err != nil {
 			return fmt.Errorf("cache: %w", noSpace(err))
 		}
+		flen = max(flen, e)
 	}
 	// The file is complete before the record goes: a crash in between
 	// merges the same bytes again.
@@ -283,6 +290,8 @@ func (s *Store) merge(ino uint64, idx int64, base string, data []byte) error {
 	}
 	s.mu.Lock()
 	d.miss, d.base, d.lost = nil, "", nil
+	d.flen = max(d.flen, flen)
+	s.recharge(d)
 	s.mu.Unlock()
 	return nil
 }

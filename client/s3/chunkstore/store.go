@@ -221,6 +221,31 @@ type dirtyChunk struct {
 	// and cache paths named); fill returns it without asking the bucket
 	// again. Cleared when writes or a truncate leave nothing missing.
 	lost error
+	// flen is the dirty file's length; charge is what the chunk counts
+	// against the cache limit (recharge): the bytes the file holds, i.e.
+	// flen less the missing ranges (holes), in 4 KiB blocks. A partial
+	// chunk with one 64 KiB write counts 64 KiB, not the chunk size.
+	flen   int64
+	charge int64
+}
+
+// recharge sets d's charge from its length and missing ranges and
+// reports whether dirty data alone now exceeds the cache limit (only
+// when the charge grew). The caller holds s.mu (and the chunk lock).
+func (s *Store) recharge(d *dirtyChunk) (over bool) {
+	n := d.flen
+	for _, m := range d.miss {
+		if b := min(m.B, d.flen); b > m.A {
+			n -= b - m.A
+		}
+	}
+	n = min((n+4095)&^4095, max(s.cs, d.flen))
+	delta := n - d.charge
+	d.charge = n
+	if delta == 0 {
+		return false
+	}
+	return s.cache.reserveDirty(delta)
 }
 
 func (s *Store) istate(ino uint64) *istate {
@@ -441,6 +466,12 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 	if s.cache, err = openCache(s.dir, s.cfg.CacheSize); err != nil {
 		return err
 	}
+	if s.cfg.CacheSize < 4*s.cs {
+		// Each chunk read needs a whole chunk in the cache, so chunks
+		// evict each other; dirty data counts only the bytes written.
+		s.log.Warn("chunkstore: the cache holds fewer than 4 chunks: reads will evict each other's chunks; a cache of 8 chunks or more is better",
+			"cache_size", s.cfg.CacheSize, "chunk_size", s.cs)
+	}
 	// Dirty chunk files are the newest data of their chunks.
 	partials := map[string]bool{}
 	for _, f := range dirtyFiles {
@@ -477,7 +508,8 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 		}
 		partials[filepath.Base(s.partialPath(ino, idx))] = true
 		s.istate(ino).dirty[idx] = d
-		s.cache.reserveDirty(s.cs)
+		d.flen = min(info.Size(), in.Size-idx*s.cs)
+		s.recharge(d)
 		s.recovered.Add(1)
 	}
 	// Records without a dirty file: the chunk died before its file was
