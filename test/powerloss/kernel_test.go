@@ -202,10 +202,11 @@ type kernelItems struct {
 	symlinks    map[string]string // path -> target
 	modes       map[string]uint32 // path -> permission bits set by SETATTR
 	gone        []string          // renamed away or removed
-	goneContent map[string][]byte
+	goneContent map[string][]byte // what the gone names held
 	fifos       []string
-	objects     map[string][]byte // S3 key -> content
-	blocks      map[int64][]byte  // iSCSI offset -> content
+	objects     map[string][]byte // S3 bucket/key -> content
+	buckets     []string
+	blocks      map[int64][]byte // iSCSI offset -> content
 }
 
 // kernelScenario runs tristore serve on d, makes a durable base (a
@@ -327,13 +328,25 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 	it.gone = []string{"nfs/file2", "nfs/file3"}
 	// S3 and iSCSI after NFS: a symlink's syncfs (no journal) would make
 	// everything before it durable, hiding a missing object fsync.
-	for i, key := range []string{"k0", "k1", "p/q/k2", "p/r/k3"} {
-		body := payload(uint64(300+i), 500+i*2000)
-		if _, err := s3c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
-			t.Fatalf("PUT %s: %v", key, err)
+	put := func(bucket, key string, body []byte) {
+		if _, err := s3c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatalf("PUT %s/%s: %v", bucket, key, err)
 		}
-		it.objects[key] = body
+		it.objects[bucket+"/"+key] = body
 	}
+	for i, key := range []string{"k0", "k1", "p/q/k2", "p/r/k3"} {
+		put(s3Bucket, key, payload(uint64(300+i), 500+i*2000))
+	}
+	put(s3Bucket, "zero", nil)
+	put(s3Bucket, "p/s/zero", nil)
+	// A new bucket, empty, and one with an object.
+	for _, b := range []string{"plb-new-empty", "plb-new"} {
+		if _, err := s3c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatalf("CreateBucket %s: %v", b, err)
+		}
+		it.buckets = append(it.buckets, b)
+	}
+	put("plb-new", "n/k", payload(390, 3000))
 	s, err := lunOpen(ctx, srv.addrs["iscsi"])
 	if err != nil {
 		t.Fatalf("iSCSI login: %v\n%s", err, srv.proc.Log())
@@ -455,8 +468,14 @@ func kernelCheck(ctx context.Context, srv *server, it kernelItems, rep *report) 
 		}
 	}
 	s3c := s3Client(srv.addrs["s3"])
-	for key, want := range it.objects {
-		o, err := s3c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String(key)})
+	for _, b := range it.buckets {
+		if _, err := s3c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(b)}); err != nil {
+			rep.violate("acknowledged CreateBucket %s: %v", b, err)
+		}
+	}
+	for bk, want := range it.objects {
+		bucket, key, _ := strings.Cut(bk, "/")
+		o, err := s3c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 		if err != nil {
 			rep.violate("acknowledged S3 PUT %s: %v", key, err)
 			continue
