@@ -1,5 +1,5 @@
 // Command sendcost: what it costs to send a cached 4 MiB file over
-// loopback TCP, by how the page cache was filled and how the bytes are
+// loopback TCP (SIZE_MIB=n for n MiB), by how the page cache was filled and how the bytes are
 // sent (issue 14, S3 GET 4 MiB; store/posix/mapread.go).
 //
 //	go build -o /tmp/sendcost ./scripts/bench/sendcost
@@ -24,13 +24,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-const size = 4 << 20
+// size: the file, SIZE_MIB MiB (default 4).
+var size = 4 << 20
 
 var sendMode string
 
@@ -95,6 +97,9 @@ func folios(path string) map[int]int {
 
 func main() {
 	method := os.Args[1]
+	if v, err := strconv.Atoi(os.Getenv("SIZE_MIB")); err == nil && v > 0 {
+		size = v << 20
+	}
 	sendMode = os.Getenv("SEND")
 	if method == "stat" {
 		for _, p := range os.Args[2:] {
@@ -128,9 +133,9 @@ func main() {
 	t0 := time.Now()
 	switch method {
 	case "willneed":
-		unix.Fadvise(fd, 0, size, unix.FADV_WILLNEED)
+		unix.Fadvise(fd, 0, int64(size), unix.FADV_WILLNEED)
 	case "readahead":
-		unix.Syscall(unix.SYS_READAHEAD, uintptr(fd), 0, size)
+		unix.Syscall(unix.SYS_READAHEAD, uintptr(fd), 0, uintptr(size))
 	case "populate", "hugepopulate":
 		m, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
@@ -147,7 +152,7 @@ func main() {
 		unix.Munmap(m)
 	case "pread":
 		b := make([]byte, 1<<20)
-		for off := int64(0); off < size; off += 1 << 20 {
+		for off := int64(0); off < int64(size); off += 1 << 20 {
 			f.ReadAt(b, off)
 		}
 	}
@@ -191,12 +196,12 @@ func main() {
 					unix.Munmap(m)
 				case "rw":
 					b := make([]byte, 1<<20)
-					for off := int64(0); off < size; off += 1 << 20 {
+					for off := int64(0); off < int64(size); off += 1 << 20 {
 						g.ReadAt(b, off)
 						c.Write(b)
 					}
 				default:
-					if _, err := io.Copy(c, &io.LimitedReader{R: g, N: size}); err != nil {
+					if _, err := io.Copy(c, &io.LimitedReader{R: g, N: int64(size)}); err != nil {
 						panic(err)
 					}
 					g.Seek(0, 0)
@@ -213,5 +218,5 @@ func main() {
 	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	h2 := folios(path)
-	fmt.Printf("%-5s %-12s readback %8v  folios(pages:count) %v  sendfile %d x 4MiB: %v = %.0f MiB/s, cpu %v after %v\n", sendMode, method, tra.Round(time.Microsecond), h, reps*par, d.Round(time.Millisecond), float64(reps*par*4)/d.Seconds(), cpu.Round(time.Millisecond), h2)
+	fmt.Printf("%-5s %-12s readback %8v  folios(pages:count) %v  sent %d x %d MiB: %v = %.0f MiB/s, cpu %v (%v per MiB) after %v\n", sendMode, method, tra.Round(time.Microsecond), h, reps*par, size>>20, d.Round(time.Millisecond), float64(reps*par*(size>>20))/d.Seconds(), cpu.Round(time.Millisecond), (cpu / time.Duration(reps*par*(size>>20))).Round(time.Microsecond), h2)
 }
