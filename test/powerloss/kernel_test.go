@@ -206,6 +206,7 @@ type kernelItems struct {
 	fifos       []string
 	objects     map[string][]byte // S3 bucket/key -> content
 	buckets     []string
+	goneObjects []string         // bucket/key deleted
 	blocks      map[int64][]byte // iSCSI offset -> content
 }
 
@@ -350,6 +351,13 @@ func kernelScenario(t testing.TB, d *kdisk, bin string, env ...string) *report {
 		put(s3Bucket, key, payload(uint64(300+i), 500+i*2000))
 	}
 	put(s3Bucket, "zero", nil)
+	// An overwrite (the old object's inode is freed) and a delete.
+	put(s3Bucket, "k1", payload(398, 7000))
+	if _, err := s3c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("p/r/k3")}); err != nil {
+		t.Fatalf("DELETE p/r/k3: %v", err)
+	}
+	delete(it.objects, s3Bucket+"/p/r/k3")
+	it.goneObjects = append(it.goneObjects, s3Bucket+"/p/r/k3")
 	put(s3Bucket, "p/s/zero", nil)
 	// A new bucket, empty, and one with an object.
 	for _, b := range []string{"plb-new-empty", "plb-new"} {
@@ -483,6 +491,12 @@ func kernelCheck(ctx context.Context, srv *server, it kernelItems, rep *report) 
 	for _, b := range it.buckets {
 		if _, err := s3c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(b)}); err != nil {
 			rep.violate("acknowledged CreateBucket %s: %v", b, err)
+		}
+	}
+	for _, bk := range it.goneObjects {
+		bucket, key, _ := strings.Cut(bk, "/")
+		if _, err := s3c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err == nil {
+			rep.violate("S3 object %s, deleted, is back", bk)
 		}
 	}
 	for bk, want := range it.objects {
