@@ -36,18 +36,20 @@ const Size = 16
 // a nil *Pool is an empty pool (Take returns -1, Close does nothing).
 type Pool struct {
 	dirfd int
+	perm  uint32        // mode asked of O_TMPFILE (the umask applies)
 	fds   chan int      // O_RDWR descriptors of unnamed empty files
 	kick  chan struct{} // wakes the refill goroutine
 	stop  chan struct{}
 	done  chan struct{}
 }
 
-// New returns a filled pool making its files in the directory dirfd (which
-// the caller keeps open until Close), or nil if the file system cannot
+// New returns a filled pool making its files with mode perm (less the
+// umask, as for open(O_CREAT)) in the directory dirfd (which the caller
+// keeps open until Close), or nil if the file system cannot
 // make unnamed files there, or the directory has a default ACL (a pooled
 // file would inherit it, not its eventual directory's ACL).
-func New(dirfd int) *Pool {
-	p := &Pool{dirfd: dirfd, fds: make(chan int, Size), kick: make(chan struct{}, 1),
+func New(dirfd int, perm uint32) *Pool {
+	p := &Pool{dirfd: dirfd, perm: perm, fds: make(chan int, Size), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	fd, err := p.make()
 	if err != nil {
@@ -63,7 +65,7 @@ func (p *Pool) make() (int, error) {
 	if HasDefaultACL(p.dirfd) {
 		return -1, unix.ENOTSUP
 	}
-	return unix.Openat(p.dirfd, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	return unix.Openat(p.dirfd, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, p.perm)
 }
 
 func (p *Pool) fill() {
@@ -93,8 +95,8 @@ func (p *Pool) run() {
 	}
 }
 
-// Take returns an unnamed file's descriptor (O_RDWR, mode 0600, owned by
-// the process, empty), or -1 if the pool is empty or nil. Either way the
+// Take returns an unnamed file's descriptor (O_RDWR, the pool's mode,
+// owned by the process, empty), or -1 if the pool is empty or nil. Either way the
 // pool is refilled in the background. The caller owns the descriptor.
 func (p *Pool) Take() int {
 	if p == nil {

@@ -17,7 +17,7 @@ func TestTakeLinkRefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(dfd)
-	p := inodepool.New(dfd)
+	p := inodepool.New(dfd, 0o600)
 	if p == nil {
 		t.Fatalf("no pool in %s (no O_TMPFILE?)", dir)
 	}
@@ -89,7 +89,7 @@ func TestNoPoolUnderDefaultACL(t *testing.T) {
 	if !inodepool.HasDefaultACL(dfd) {
 		t.Fatal("HasDefaultACL is false for a directory with a default ACL")
 	}
-	if p := inodepool.New(dfd); p != nil {
+	if p := inodepool.New(dfd, 0o600); p != nil {
 		p.Close()
 		t.Fatal("a pool was made in a directory with a default ACL")
 	}

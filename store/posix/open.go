@@ -88,6 +88,8 @@ type Backend struct {
 	incarnation uint64
 	clean       tempCleanup
 
+	tmpFiles tmpFiles // unnamed files for new objects (tmpfiles.go)
+
 	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once
 	closed    chan struct{}
