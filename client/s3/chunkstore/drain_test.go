@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,10 +15,12 @@ import (
 type holdPuts struct {
 	next http.RoundTripper
 	open chan struct{}
+	held atomic.Int32 // chunk PUTs that came to the hold
 }
 
 func (h *holdPuts) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/fs/"+chunkPrefix) {
+		h.held.Add(1)
 		select {
 		case <-h.open:
 		case <-r.Context().Done():

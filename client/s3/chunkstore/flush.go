@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"sync"
@@ -254,33 +255,85 @@ func (s *Store) upload(ctx context.Context, refs []chunkRef) error {
 	return errors.Join(lost...)
 }
 
-// uploadChunk stores one dirty chunk (completed from its base if partial)
-// as the object named by its hash
+// uploadChunk stores one dirty chunk as the object named by its hash
 // (skipped if the published manifest already names that hash, or the
 // chunk is all zeros: a hole), records the name, and turns the dirty
-// file into a clean cache entry unless a write came in meanwhile.
+// chunk into a clean cache entry unless a write came in meanwhile. A
+// partial chunk is put together in the transfer buffer (its base's
+// bytes where it has none of its own: read from the cache, or downloaded
+// for this upload alone) and never completed on disk, so it keeps
+// counting only its written bytes against the cache limit while it is
+// uploaded.
 func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	lk := s.chunkLock(ino, idx)
 	lk.Lock()
-	// A partial chunk gets its base's bytes first (before this worker
-	// takes a transfer buffer: the fetch needs one).
-	if err := s.fill(ctx, ino, idx, lk, false); err != nil {
-		lk.Unlock()
-		return fmt.Errorf("complete chunk %d of inode %d for upload: %w", idx, ino, err)
-	}
-	s.mu.Lock()
-	in := s.m.Inodes[ino]
-	var d *dirtyChunk
-	if st := s.st[ino]; st != nil {
-		d = st.dirty[idx]
-	}
-	if in == nil || d == nil {
+	var (
+		d        *dirtyChunk
+		in       *Inode
+		ver      uint64
+		bound    int64
+		base     string
+		miss     []span
+		baseData []byte // a partial chunk's base
+		dlBase   string // the base baseData holds
+	)
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		in = s.m.Inodes[ino]
+		d = nil
+		if st := s.st[ino]; st != nil {
+			d = st.dirty[idx]
+		}
+		if in == nil || d == nil {
+			s.mu.Unlock()
+			lk.Unlock()
+			return nil
+		}
+		ver, bound, base, miss = d.ver, min(s.cs, in.Size-idx*s.cs), d.base, d.miss
+		lost := d.lost
 		s.mu.Unlock()
+		if len(miss) == 0 || lost != nil {
+			if lost != nil {
+				lk.Unlock()
+				return fmt.Errorf("complete chunk %d of inode %d for upload: %w", idx, ino, lost)
+			}
+			baseData = nil
+			break
+		}
+		if baseData != nil && dlBase == base {
+			break // downloaded on the turn before, the base unchanged
+		}
+		if s.cache.has(base) {
+			b, err := os.ReadFile(s.cache.cleanPath(base))
+			if err == nil {
+				baseData, dlBase = b, base
+				break
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				lk.Unlock()
+				return err
+			}
+			s.cache.forget(base) // evicted between the check and the read
+		}
+		if attempt > 4 {
+			lk.Unlock()
+			return fmt.Errorf("chunk %d of inode %d: its base keeps changing", idx, ino)
+		}
+		// Download the base without the chunk lock (writes go on) and
+		// before taking a transfer buffer (none is held while waiting
+		// for a chunk lock), then look again.
 		lk.Unlock()
-		return nil
+		data, err := s.download(ctx, base, miss[len(miss)-1].B)
+		lk.Lock()
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, errNotFound) {
+			err = s.loseBase(ino, idx, d, base, err)
+		}
+		if err != nil {
+			lk.Unlock()
+			return fmt.Errorf("complete chunk %d of inode %d for upload: %w", idx, ino, err)
+		}
+		baseData, dlBase = data, base
 	}
-	ver, bound := d.ver, min(s.cs, in.Size-idx*s.cs)
-	s.mu.Unlock()
 	buf, err := s.getBuf(ctx)
 	if err != nil {
 		lk.Unlock()
@@ -293,19 +346,26 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	release := sync.OnceFunc(func() { s.putBuf(buf) })
 	defer release()
 	f, err := s.dirtyFile(ino, idx, d)
-	var n int
+	n := 0
 	if err == nil && bound > 0 {
-		n, err = f.ReadAt(buf[:bound], 0)
-		if errors.Is(err, io.EOF) {
-			err = nil
+		if len(miss) == 0 {
+			n, err = f.ReadAt(buf[:bound], 0)
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+		} else {
+			n = int(bound)
+			err = assemble(f, buf[:bound], baseData, miss)
 		}
 	}
 	// Bytes past the size are a write whose size is not recorded yet
 	// (WriteAt records it after the data): this upload does not cover
 	// them, so the chunk stays dirty.
 	longer := false
-	if fi, serr := f.Stat(); err == nil && serr == nil {
-		longer = fi.Size() > max(bound, 0)
+	if err == nil {
+		if fi, serr := f.Stat(); serr == nil {
+			longer = fi.Size() > max(bound, 0)
+		}
 	}
 	lk.Unlock()
 	if err != nil {
@@ -325,6 +385,14 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 			s.uploads.Add(1)
 			s.upBytes.Add(int64(n))
 		}
+		if len(miss) > 0 {
+			// A partial chunk has no complete file to adopt: its bytes
+			// go to the cache from the buffer (content-addressed, so
+			// right whatever happens to the dirty chunk meanwhile).
+			if err := s.cache.put(h, data); err != nil {
+				s.log.Debug("chunkstore: caching an uploaded chunk failed", "chunk", h, "err", err)
+			}
+		}
 	}
 	release()
 	lk.Lock()
@@ -343,8 +411,24 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 		}
 	}
 	if d.ver != ver || longer {
+		// Written meanwhile: stays dirty, the upload still counts. A
+		// partial chunk's missing bytes are now those of h (they were
+		// its base's), and the old base is no longer named, so it may
+		// be deleted at the next publish: h becomes the base.
+		var err error
+		if len(d.miss) > 0 && d.base == base {
+			if h == "" {
+				err = s.saveMiss(ino, idx, "", nil) // the missing bytes were zeros, as the file's holes are
+				if err == nil {
+					d.miss, d.base, d.lost = nil, "", nil
+				}
+			} else if err = s.saveMiss(ino, idx, h, d.miss); err == nil {
+				d.base = h
+			}
+			s.recharge(d)
+		}
 		s.mu.Unlock()
-		return nil // written meanwhile: stays dirty, the upload still counts
+		return err
 	}
 	delete(st.dirty, idx)
 	s.cache.reserveDirty(-d.charge)
@@ -352,6 +436,10 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	path := s.dirtyPath(ino, idx)
 	if d.f != nil {
 		d.f.Close()
+	}
+	if len(miss) > 0 {
+		os.Remove(path)
+		return os.Remove(s.partialPath(ino, idx))
 	}
 	if h == "" {
 		return os.Remove(path)
@@ -364,6 +452,25 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	}
 	if err := s.cache.adopt(h, path, int64(n)); err != nil {
 		os.Remove(path)
+	}
+	return nil
+}
+
+// assemble puts a partial chunk's bytes together in dst: the dirty
+// file's bytes, with the missing ranges from its base (bytes past the
+// base's end are zeros). The caller holds the chunk lock.
+func assemble(f *os.File, dst []byte, base []byte, miss []span) error {
+	if err := readFill(f, dst, 0); err != nil {
+		return err
+	}
+	for _, m := range miss {
+		if a, b := m.A, min(m.B, int64(len(dst))); a < b {
+			k := 0
+			if a < int64(len(base)) {
+				k = copy(dst[a:b], base[a:])
+			}
+			clear(dst[a+int64(k) : b])
+		}
 	}
 	return nil
 }

@@ -120,7 +120,7 @@ func (s *Store) readChunk(ctx context.Context, ino uint64, idx int64, dst []byte
 			// The base is lost, or the cache cannot keep it: complete
 			// the chunk (fill returns with the lock held and the chunk
 			// whole, so the next turn reads the dirty file).
-			if err := s.fill(ctx, ino, idx, lk, true); err != nil {
+			if err := s.fill(ctx, ino, idx, lk); err != nil {
 				return err
 			}
 		case d != nil:
@@ -571,7 +571,7 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	if len(left) > maxSpans {
 		// Too scattered to keep track of cheaply: complete it now. The
 		// write itself is done; a failed fetch is tried again later.
-		if err := s.fill(ctx, ino, idx, lk, true); err != nil {
+		if err := s.fill(ctx, ino, idx, lk); err != nil {
 			s.log.Debug("chunkstore: completing a scattered partial chunk failed", "inode", ino, "chunk", idx, "err", err)
 		}
 	}

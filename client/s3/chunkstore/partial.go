@@ -157,15 +157,12 @@ func (s *Store) loadMiss(ino uint64, idx int64) (string, []span, error) {
 }
 
 // fill completes chunk idx of ino if it is partial: the base is fetched
-// (without holding the chunk lock, so writes to the chunk go on
-// meanwhile) and whatever is still missing is copied from it into the
-// dirty file. keep: a base not cached is fetched into the cache (a
-// reader may want it again); without, it is downloaded for this fill
-// alone (an upload: the merged chunk becomes the cached copy, the base
-// would only push useful chunks out). The caller holds lk, the chunk's
-// lock; fill holds it again when it returns, and then chunk idx is not
-// partial (unless err).
-func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex, keep bool) error {
+// (into the cache, without holding the chunk lock, so writes to the chunk
+// go on meanwhile) and whatever is still missing is copied from it into
+// the dirty file. The caller holds lk, the chunk's lock; fill holds it
+// again when it returns, and then chunk idx is not partial (unless err).
+// (An upload does not complete a partial chunk: uploadChunk.)
+func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex) error {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		base, hint := "", int64(0)
@@ -206,7 +203,7 @@ func (s *Store) fill(ctx context.Context, ino uint64, idx int64, lk *sync.Mutex,
 		if data == nil {
 			lk.Unlock()
 			var err error
-			if attempt < 2 && keep {
+			if attempt < 2 {
 				s.misses.Add(1)
 				err = s.fetch(ctx, base, hint)
 			} else {
