@@ -68,6 +68,9 @@ type rig struct {
 	env  []string // extra environment for the server (fault selection)
 	srv  *server
 	cfg  string // XDG_CONFIG_HOME, kept across restarts
+	// reboot, when set, replaces the file system's Remount in crash (the
+	// kernel rig: unmount ext4, reboot powerloss, e2fsck, mount again).
+	reboot func()
 }
 
 func needFUSE(t testing.TB) {
@@ -144,6 +147,10 @@ func (r *rig) crash() {
 	r.t.Helper()
 	r.fs.Cut()
 	r.srv.kill()
+	if r.reboot != nil {
+		r.reboot()
+		return
+	}
 	if err := r.fs.Remount(); err != nil {
 		r.t.Fatal(err)
 	}
