@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -188,8 +190,19 @@ func volumeRunE(run func(cmd *cobra.Command, st filelun.Store, bucket, name stri
 	}
 }
 
+// warnOnly passes on warnings and errors only: the store's info lines
+// (such as the end of its background walk for stale temp files, logged
+// at every open) are noise in a short command's output.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
+
 func openVolumeStore() (filelun.Store, func(), error) {
-	b, err := posix.Open(cfg.GetString("data"), posix.Options{})
+	b, err := posix.Open(cfg.GetString("data"), posix.Options{Log: slog.New(warnOnly{slog.Default().Handler()})})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening store at %s: %w", cfg.GetString("data"), err)
 	}
