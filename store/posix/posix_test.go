@@ -23,5 +23,8 @@ func open(t *testing.T, opts posix.Options) *posix.Backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
+	// The start-up walk for stale temp files is over before a test plants
+	// reserved names of its own (it would remove them).
+	waitCleanup(t, b)
 	return b
 }
