@@ -47,9 +47,10 @@ import (
 
 const incarnationFile = "incarnation" // in DATA/.tristore
 
-// CleanupDoneLog is the message of the log line (level info) that reports
-// the end of the background removal of stale temp files, with the count
-// removed and the time it took; tests of a `tristore serve` process wait
+// CleanupDoneLog is the message of the log line (level info; warn, with
+// the first error, if a directory could not be read or a file removed)
+// that reports the end of the background removal of stale temp files,
+// with the count removed and the time it took; tests of a `tristore serve` process wait
 // for it before they look for leftovers.
 const CleanupDoneLog = "posix store: leftover temp file removal done"
 
@@ -172,8 +173,8 @@ func (b *Backend) startCleanup(run bool) {
 			return
 		default:
 		}
-		if err != nil {
-			b.log.Warn("posix store: removing leftover temp files", "removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond), "err", err)
+		if err != nil { // the same line, as a warning with the first error
+			b.log.Warn(CleanupDoneLog, "removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond), "err", err)
 			return
 		}
 		b.log.Info(CleanupDoneLog, "removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond))
