@@ -52,6 +52,11 @@ func (fs *FS) regular(h Handle) (*obj, error) {
 // Read reads up to len(buf) bytes at off as c. eof reports that the read
 // reached the end of the file. The returned attributes are after the read.
 func (fs *FS) Read(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a Attr, err error) {
+	return fs.read(c, h, off, buf, 0)
+}
+
+// read is Read with preadv2 flags (RWF_NOWAIT for ReadCached).
+func (fs *FS) read(c Cred, h Handle, off uint64, buf []byte, flags int) (n int, eof bool, a Attr, err error) {
 	o, err := fs.regular(h)
 	if err != nil {
 		return 0, false, Attr{}, err
@@ -64,10 +69,19 @@ func (fs *FS) Read(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a
 	}
 	defer unix.Close(fd)
 	for n < len(buf) {
-		m, err := unix.Pread(fd, buf[n:], int64(off)+int64(n))
+		var m int
+		var err error
+		if flags != 0 {
+			m, err = unix.Preadv2(fd, [][]byte{buf[n:]}, int64(off)+int64(n), flags)
+		} else {
+			m, err = unix.Pread(fd, buf[n:], int64(off)+int64(n))
+		}
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
+			}
+			if flags&unix.RWF_NOWAIT != 0 && errors.Is(err, unix.EAGAIN) {
+				return 0, false, a, ErrNotCached
 			}
 			return n, false, a, err
 		}
@@ -82,6 +96,19 @@ func (fs *FS) Read(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a
 	}
 	eof = off+uint64(n) >= a.Size
 	return n, eof, a, nil
+}
+
+// ErrNotCached is ReadCached's answer when part of the range is not in the
+// page cache: reading it would wait for the disk.
+var ErrNotCached = errors.New("vfs: data not in the page cache")
+
+// ReadCached is Read that never waits for the disk: it reads with
+// RWF_NOWAIT and returns ErrNotCached (and nothing else) when the range
+// up to the end of the file is not all in the page cache. A server can
+// then answer cached reads at once on the goroutine that read the request
+// and hand the others to one that may block.
+func (fs *FS) ReadCached(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a Attr, err error) {
+	return fs.read(c, h, off, buf, unix.RWF_NOWAIT)
 }
 
 // OpenRead opens a regular file for reading as c (same permission rules as

@@ -84,7 +84,7 @@ func FuzzHandleCall(f *testing.F) {
 	c := &conn{s: s, c: captureConn{buf: &out}, addr: netip.MustParseAddr("127.0.0.1")}
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		out.Reset()
-		c.handle(rec)
+		c.handle(rec, false)
 		if out.Len() == 0 {
 			// Only a record too short for a call header, or one that is
 			// not a CALL (the connection is closed instead), goes unanswered.

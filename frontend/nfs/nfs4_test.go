@@ -460,7 +460,7 @@ func FuzzCompound4(f *testing.F) {
 		var w sunrpc.Writer
 		sunrpc.Call{XID: 7, Prog: nfs3.ProgNFS, Vers: 4, Proc: 1, Cred: sunrpc.AuthSys{MachineName: "f"}.Auth(), Verf: sunrpc.AuthNone()}.Encode(&w)
 		out.Reset()
-		c.handle(append(w.Bytes(), body...))
+		c.handle(append(w.Bytes(), body...), false)
 		rec, err := sunrpc.ReadRecord(bufio.NewReader(bytes.NewReader(out.Bytes())), maxIO+128<<10)
 		if err != nil {
 			f.Fatalf("reply record: %v", err)

@@ -1,10 +1,12 @@
 package nfs
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +28,11 @@ import (
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, maxIO); return &b }}
 
+// readPaths counts how READs were answered (tests check which path a READ
+// took): with sendfile, copied on the connection's reading goroutine
+// (inline), or declined there because the data was not cached.
+var readPaths struct{ sendfile, inline, declined atomic.Int64 }
+
 func nfsRead(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error {
 	var args nfs3.ReadArgs
 	if err := decodeArgs(r, &args); err != nil {
@@ -33,7 +40,7 @@ func nfsRead(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error 
 	}
 	res := nfs3.ReadRes{}
 	e, cred, st := s.exportOf(req, args.FH)
-	if _, tcp := req.c.c.(*net.TCPConn); tcp && st == nfs3.OK && args.Count >= sendfileMin {
+	if _, tcp := req.c.c.(*net.TCPConn); tcp && !req.c.local && st == nfs3.OK && args.Count >= sendfileMin {
 		return readSendfile(e, cred, &args, req, w)
 	}
 	if st == nfs3.OK {
@@ -43,7 +50,18 @@ func nfsRead(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error 
 		}
 		bp := readBufs.Get().(*[]byte)
 		req.release = func() { readBufs.Put(bp) }
-		n, eof, a, err := e.fs.Read(cred, vfs.Handle(args.FH), args.Offset, (*bp)[:count])
+		read := e.fs.Read
+		if req.inline {
+			read = e.fs.ReadCached
+		}
+		n, eof, a, err := read(cred, vfs.Handle(args.FH), args.Offset, (*bp)[:count])
+		if errors.Is(err, vfs.ErrNotCached) {
+			readPaths.declined.Add(1)
+			return errNotInline
+		}
+		if req.inline {
+			readPaths.inline.Add(1)
+		}
 		st = statusOf(err)
 		if a.FileID != 0 {
 			res.Attr = postOp(&a)
@@ -126,6 +144,18 @@ func nfsCommit(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) erro
 // sendfileMin is the READ size from which data goes from the page cache to
 // the socket with sendfile(2) (no copy through user space); smaller reads
 // are cheaper with one pread.
+//
+// Not for a client on this machine (loopback, conn.local): sendfile's
+// replies carry references to page-cache pages in 4 KiB pieces, and the
+// local client receiving them paid more than the copy saves here
+// (scripts/bench/nfsreadprof, 64 MiB reads with client/nfs, 8 READs in
+// flight: client CPU 44-53 ms per read against 33-37 with pread + writev,
+// server 22-31 against 26-30; docs/bench/profiles/nfs-read-*). Such READs
+// are copied, and answered on the connection's reading goroutine when the
+// data is in the page cache (preadv2 RWF_NOWAIT, vfs.ReadCached), so a
+// cached READ needs no goroutine of its own and no hand-off of the
+// connection's write lock; an uncached one is handed to a goroutine that
+// may wait for the disk.
 const sendfileMin = 64 << 10
 
 // readSendfile answers a READ by sending the reply header and then the file
@@ -145,6 +175,7 @@ func readSendfile(e *Export, cred vfs.Cred, args *nfs3.ReadArgs, req *request, w
 		return nil
 	}
 	req.release = func() { f.Close() }
+	readPaths.sendfile.Add(1)
 	count := uint64(min(args.Count, maxIO))
 	if args.Offset >= a.Size {
 		count = 0

@@ -333,9 +333,11 @@ type conn struct {
 	s    *Server
 	c    net.Conn
 	addr netip.Addr
-	wmu  sync.Mutex
-	werr error
-	sem  chan struct{}
+	// local: the peer is on this machine (see nfsRead, serveConn).
+	local bool
+	wmu   sync.Mutex
+	werr  error
+	sem   chan struct{}
 }
 
 var (
@@ -383,6 +385,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
 		c.addr = ap.Addr().Unmap()
 	}
+	if lp, err := netip.ParseAddrPort(nc.LocalAddr().String()); err == nil {
+		c.local = sameHost(lp.Addr().Unmap(), c.addr)
+	}
 	br := bufio.NewReaderSize(nc, 64<<10)
 	var inflight sync.WaitGroup
 	defer func() {
@@ -419,6 +424,19 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.handlers.Add(1)
 		s.mu.Unlock()
 		inflight.Add(1)
+		if c.local && isV3Read(rec) && c.handle(rec, true) {
+			// Answered from the page cache on this goroutine: no handler
+			// goroutine, no hand-off of the connection's write lock.
+			if cap(rec) <= s.opts.MaxRecord {
+				*bp = rec[:0]
+			}
+			recordBufs.Put(bp)
+			<-c.sem
+			s.mem.Release(weight)
+			inflight.Done()
+			s.handlers.Done()
+			continue
+		}
 		go func() {
 			defer func() {
 				<-c.sem
@@ -426,7 +444,7 @@ func (s *Server) serveConn(nc net.Conn) {
 				inflight.Done()
 				s.handlers.Done()
 			}()
-			c.handle(rec)
+			c.handle(rec, false)
 			// Decoded arguments alias rec; handle has finished with them.
 			if cap(rec) <= s.opts.MaxRecord {
 				*bp = rec[:0]
@@ -434,6 +452,19 @@ func (s *Server) serveConn(nc net.Conn) {
 			recordBufs.Put(bp)
 		}()
 	}
+}
+
+// isV3Read tells whether a call record is an NFSv3 READ (RPC call header:
+// xid, type, rpcvers, prog, vers, proc).
+func isV3Read(rec []byte) bool {
+	return len(rec) >= 24 && binary.BigEndian.Uint32(rec[12:]) == nfs3.ProgNFS &&
+		binary.BigEndian.Uint32(rec[16:]) == nfs3.VersNFS && binary.BigEndian.Uint32(rec[20:]) == nfs3.ProcRead
+}
+
+// sameHost tells whether a connection's peer runs on this machine: it
+// came over loopback or from the address it reached us at.
+func sameHost(local, remote netip.Addr) bool {
+	return remote.IsValid() && (remote.IsLoopback() || remote == local)
 }
 
 func isTimeout(err error) bool {
@@ -488,12 +519,22 @@ type request struct {
 	tail    [][]byte
 	file    *fileTail // READ data sent with sendfile after the reply
 	release func()
+	// inline: handled on the connection's reading goroutine, which must
+	// not wait for the disk; a READ whose data is not cached returns
+	// errNotInline and is handed to a goroutine of its own.
+	inline bool
 }
+
+// errNotInline from a procedure called inline means "call me again on a
+// goroutine that may block": nothing has been sent.
+var errNotInline = errors.New("nfs: not answerable without waiting")
 
 type procFunc func(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error
 
-// handle decodes one call, dispatches it and sends the reply.
-func (c *conn) handle(rec []byte) {
+// handle decodes one call, dispatches it and sends the reply. With
+// inline, it runs on the connection's reading goroutine and may decline
+// (return false, nothing sent) a call that would wait for the disk.
+func (c *conn) handle(rec []byte, inline bool) bool {
 	w := writerPool.Get().(*sunrpc.Writer)
 	defer func() {
 		if w.Len() < 2<<20 {
@@ -508,12 +549,12 @@ func (c *conn) handle(rec []byte) {
 	case errors.Is(err, sunrpc.ErrRPCVersion):
 		sunrpc.EncodeRPCMismatch(w, call.XID)
 		c.send(w.Bytes())
-		return
+		return true
 	case errors.Is(err, sunrpc.ErrNotCall):
 		// Not a call: a confused or hostile peer. Nothing sensible can be
 		// answered, and what follows is unlikely to be RPC either.
 		c.c.Close()
-		return
+		return true
 	case err != nil:
 		// The header itself is unreadable. If at least the XID and the
 		// fixed fields parsed, answer GARBAGE_ARGS so the caller is not left
@@ -522,9 +563,9 @@ func (c *conn) handle(rec []byte) {
 			sunrpc.EncodeAccepted(w, call.XID, sunrpc.GarbageArgs)
 			c.send(w.Bytes())
 		}
-		return
+		return true
 	}
-	req := &request{c: c, call: call}
+	req := &request{c: c, call: call, inline: inline}
 	switch call.Cred.Flavor {
 	case sunrpc.AuthFlavorNone:
 		req.auth.none = true
@@ -533,14 +574,14 @@ func (c *conn) handle(rec []byte) {
 		if err != nil {
 			sunrpc.EncodeAuthError(w, call.XID, sunrpc.AuthBadCred)
 			c.send(w.Bytes())
-			return
+			return true
 		}
 		req.auth = authInfo{uid: as.UID, gid: as.GID, gids: as.GIDs, machine: as.MachineName}
 	default:
 		if call.Proc != 0 { // NULL is answered whatever the flavor (RFC 5531 sec. 8.1)
 			sunrpc.EncodeAuthError(w, call.XID, sunrpc.AuthTooWeak)
 			c.send(w.Bytes())
-			return
+			return true
 		}
 		req.auth.none = true
 	}
@@ -557,30 +598,33 @@ func (c *conn) handle(rec []byte) {
 	case call.Prog == nfs3.ProgNFS:
 		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersNFS, 4)
 		c.send(w.Bytes())
-		return
+		return true
 	case call.Prog == nfs3.ProgMount:
 		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersMount, nfs3.VersMount)
 		c.send(w.Bytes())
-		return
+		return true
 	case call.Prog == nfs3.ProgPortmap:
 		sunrpc.EncodeProgMismatch(w, call.XID, nfs3.VersPortmap, nfs3.VersPortmap)
 		c.send(w.Bytes())
-		return
+		return true
 	default:
 		sunrpc.EncodeAccepted(w, call.XID, sunrpc.ProgUnavail)
 		c.send(w.Bytes())
-		return
+		return true
 	}
 	if int(call.Proc) >= len(table) || table[call.Proc] == nil {
 		sunrpc.EncodeAccepted(w, call.XID, sunrpc.ProcUnavail)
 		c.send(w.Bytes())
-		return
+		return true
 	}
 	sunrpc.EncodeAccepted(w, call.XID, sunrpc.Success)
 	start := time.Now()
 	err = c.callProc(table[call.Proc], req, r, w)
 	if req.release != nil {
 		defer req.release()
+	}
+	if inline && errors.Is(err, errNotInline) {
+		return false
 	}
 	if err != nil {
 		req.tail, req.file = nil, nil
@@ -601,6 +645,7 @@ func (c *conn) handle(rec []byte) {
 	// also finds the call in the metrics (TestMetrics raced on this).
 	c.s.metrics.observe(call.Prog, call.Proc, stat, start)
 	c.sendFile(w.Bytes(), req.file, req.tail...)
+	return true
 }
 
 // callProc runs a procedure, turning a panic into SYSTEM_ERR so one bad

@@ -12,12 +12,14 @@
 // (scripts/bench/foliocost).
 //
 //	nfsreadprof -side name=host:port,/export[,mountport][,/local/dir] ... [-size 64] [-reads 20]
+//	nfsreadprof -shape FILE...    # only the page-cache shape of local files
 //
 // Run it where the servers are reachable (ip netns exec NS ...). A
 // measurement tool, not a test: nothing here is asserted.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"flag"
@@ -76,8 +78,18 @@ func main() {
 	cpuprof := flag.String("cpuprofile", "", "write the client's CPU profile of each read to DIR/<side>-<n>.pprof (merge with go tool pprof DIR/<side>-*)")
 	var pids []string
 	flag.Func("pid", "name=PID: the server process of side name, whose CPU time per read is reported (repeat)", func(v string) error { pids = append(pids, v); return nil })
+	freshBuf := flag.Bool("freshbuf", false, "read into a newly allocated buffer each time (as tristore nfs bench does: the page faults count)")
+	freshConn := flag.Bool("freshconn", false, "read over a new connection each time (as tristore nfs bench does)")
+	existing := flag.String("file", "", "read this existing file (in each export's root, -size MiB long; its content is not checked) instead of writing one")
 	shape := flag.Bool("shape", false, "report the page-cache shape of each side's file (needs the local dir; root)")
 	flag.Parse()
+	if *shape && len(ss) == 0 {
+		// Just report the cache shape of the files named.
+		for _, p := range flag.Args() {
+			fmt.Printf("%s: %s\n", p, folioShape(p))
+		}
+		return
+	}
 	ctx := context.Background()
 	for _, v := range pids {
 		name, p, _ := strings.Cut(v, "=")
@@ -99,13 +111,19 @@ func main() {
 		root, err := c.Mount(ctx, s.export)
 		must(err)
 		mode := uint32(0o644)
-		fh, _, err := c.Create(ctx, root, name, nfs.Guarded, nfs.SetAttr{Mode: &mode}, nfs.Verifier{})
-		must(err)
-		must(c.WriteFile(ctx, fh, data, nfs.Unstable))
+		var fh nfs.FH
+		if *existing != "" {
+			fh, _, err = c.Lookup(ctx, root, *existing)
+			must(err)
+		} else {
+			fh, _, err = c.Create(ctx, root, name, nfs.Guarded, nfs.SetAttr{Mode: &mode}, nfs.Verifier{})
+			must(err)
+			must(c.WriteFile(ctx, fh, data, nfs.Unstable))
+			defer c.Remove(ctx, root, name)
+		}
 		s.c, s.fh = c, fh
-		defer c.Remove(ctx, root, name)
 		if *shape && s.local != "" {
-			fmt.Printf("%s after write: %s\n", s.name, folioShape(filepath.Join(s.local, name)))
+			fmt.Printf("%s before reads: %s\n", s.name, folioShape(filepath.Join(s.local, cmp.Or(*existing, name))))
 		}
 	}
 	back := make([]byte, size)
@@ -119,9 +137,20 @@ func main() {
 				must(err)
 				must(pprof.StartCPUProfile(prof))
 			}
+			c := s.c
+			if *freshConn {
+				var err error
+				c, err = nfs.Dial(ctx, s.addr, nfs.Options{MountAddr: s.mountAddr, Parallel: *par, Rsize: uint32(*rsize)})
+				must(err)
+				_, err = c.Mount(ctx, s.export)
+				must(err)
+			}
+			if *freshBuf {
+				back = make([]byte, size)
+			}
 			c0, s0 := selfCPU(), procCPU(s.pid)
 			t0 := time.Now()
-			n, err := s.c.ReadAt(ctx, s.fh, back, 0)
+			n, err := c.ReadAt(ctx, s.fh, back, 0)
 			d := time.Since(t0)
 			s.cliCPU = append(s.cliCPU, (selfCPU()-c0).Seconds()*1e3)
 			if s.pid != 0 {
@@ -132,7 +161,10 @@ func main() {
 				prof.Close()
 			}
 			must(err)
-			if n != size || string(back) != string(data) {
+			if *freshConn {
+				c.Close()
+			}
+			if n != size || *existing == "" && string(back) != string(data) {
 				must(fmt.Errorf("%s: read back differs", s.name))
 			}
 			s.mbps = append(s.mbps, float64(size)/1e6/d.Seconds())
@@ -140,7 +172,7 @@ func main() {
 	}
 	for _, s := range ss {
 		if *shape && s.local != "" {
-			fmt.Printf("%s after reads: %s\n", s.name, folioShape(filepath.Join(s.local, name)))
+			fmt.Printf("%s after reads: %s\n", s.name, folioShape(filepath.Join(s.local, cmp.Or(*existing, name))))
 		}
 		fmt.Printf("%-16s rsize %d: %d reads of %d MiB: MB/s %s; client CPU ms/read %s", s.name, s.c.Rsize(), len(s.mbps), *mib, mmm(s.mbps), mmm(s.cliCPU))
 		if s.pid != 0 {

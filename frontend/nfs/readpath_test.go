@@ -1,0 +1,120 @@
+package nfs
+
+import (
+	"bytes"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/testutil"
+	"github.com/tristore/tristore/proto/nfs3"
+)
+
+// READs from a client on this machine (here over 127.0.0.1) are copied,
+// not sent with sendfile, and answered on the connection's reading
+// goroutine while the data is in the page cache; a READ of data that is
+// not cached is declined there and answered by a goroutine that may wait
+// for the disk. Every answer carries the right bytes.
+func TestReadSameHostPaths(t *testing.T) {
+	dir := t.TempDir()
+	_, addr := testServer(t, dir)
+	c := dial(t, addr)
+	root := c.mount("/")
+	fh := create(t, c, root, "f")
+	data := make([]byte, 3<<19) // 1.5 MiB
+	for i := range data {
+		data[i] = byte(i*7) ^ byte(i>>11)
+	}
+	for off := 0; off < len(data); off += 1 << 20 {
+		write(t, c, fh, uint64(off), data[off:min(off+1<<20, len(data))], nfs3.FileSync)
+	}
+	sf, inl, dec := readPaths.sendfile.Load(), readPaths.inline.Load(), readPaths.declined.Load()
+	check := func(off uint64, n uint32) {
+		t.Helper()
+		got, eof := read(t, c, fh, off, n)
+		want := data[off:min(int(off)+int(n), len(data))]
+		if !bytes.Equal(got, want) || eof != (int(off)+len(got) == len(data)) {
+			t.Fatalf("READ %d+%d: %d bytes, eof %v; want %d bytes", off, n, len(got), eof, len(want))
+		}
+	}
+	check(0, 1<<20)
+	check(1<<20, 1<<20) // short: to the end of the file
+	check(100, 64<<10)
+	if d := readPaths.sendfile.Load() - sf; d != 0 {
+		t.Errorf("%d READs from 127.0.0.1 went out with sendfile, want 0", d)
+	}
+	if d := readPaths.inline.Load() - inl; d != 3 {
+		t.Errorf("%d of 3 cached READs answered on the reading goroutine", d)
+	}
+
+	// Drop the file's page cache: the next READ cannot be answered
+	// without the disk, so it is declined inline and answered anyway.
+	var p string
+	filepath.WalkDir(dir, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "f" && d.Type().IsRegular() {
+			p = q
+		}
+		return nil
+	})
+	if p == "" {
+		t.Fatal("the file is not under the data directory")
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Pages still referenced (e.g. by a socket buffer) are kept: retry a
+	// few times.
+	for try := 0; ; try++ {
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		n := testutil.ResidentPages(t, p, len(data))
+		if n == 0 {
+			break
+		}
+		if try == 50 {
+			t.Fatalf("%d pages still cached after FADV_DONTNEED", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	inl, dec = readPaths.inline.Load(), readPaths.declined.Load()
+	check(0, 1<<20)
+	if d := readPaths.declined.Load() - dec; d != 1 {
+		t.Errorf("an uncached READ was declined %d times on the reading goroutine, want 1", d)
+	}
+	if d := readPaths.inline.Load() - inl; d != 0 {
+		t.Errorf("%d uncached READs answered on the reading goroutine", d)
+	}
+	if d := readPaths.sendfile.Load() - sf; d != 0 {
+		t.Errorf("%d READs went out with sendfile", d)
+	}
+}
+
+func TestSameHost(t *testing.T) {
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		local, remote string
+		want          bool
+	}{
+		{"127.0.0.1", "127.0.0.1", true},
+		{"127.0.0.1", "127.0.0.2", true},
+		{"::1", "::1", true},
+		{"10.0.0.5", "10.0.0.5", true},
+		{"10.0.0.5", "10.0.0.6", false},
+		{"fd00::1", "fd00::2", false},
+	} {
+		if got := sameHost(a(tc.local), a(tc.remote)); got != tc.want {
+			t.Errorf("sameHost(%s, %s) = %v", tc.local, tc.remote, got)
+		}
+	}
+	if sameHost(a("10.0.0.5"), netip.Addr{}) {
+		t.Error("an unknown peer counted as this machine")
+	}
+}
