@@ -80,7 +80,9 @@ func (fs *FS) read(c Cred, h Handle, off uint64, buf []byte, flags int) (n int, 
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			if flags&unix.RWF_NOWAIT != 0 && errors.Is(err, unix.EAGAIN) {
+			if flags&unix.RWF_NOWAIT != 0 && (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)) {
+				// Not cached, or a file system or kernel without
+				// RWF_NOWAIT: either way the caller reads it with Read.
 				return 0, false, a, ErrNotCached
 			}
 			return n, false, a, err
@@ -104,7 +106,8 @@ var ErrNotCached = errors.New("vfs: data not in the page cache")
 
 // ReadCached is Read that never waits for the disk: it reads with
 // RWF_NOWAIT and returns ErrNotCached (and nothing else) when the range
-// up to the end of the file is not all in the page cache. A server can
+// up to the end of the file is not all in the page cache, or when the file
+// system or kernel cannot tell (no RWF_NOWAIT). A server can
 // then answer cached reads at once on the goroutine that read the request
 // and hand the others to one that may block.
 func (fs *FS) ReadCached(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a Attr, err error) {
