@@ -418,11 +418,11 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 		var err error
 		if len(d.miss) > 0 && d.base == base {
 			if h == "" {
-				err = s.saveMiss(ino, idx, "", nil) // the missing bytes were zeros, as the file's holes are
+				err = s.setMiss(ino, idx, d, "", nil) // the missing bytes were zeros, as the file's holes are
 				if err == nil {
 					d.miss, d.base, d.lost = nil, "", nil
 				}
-			} else if err = s.saveMiss(ino, idx, h, d.miss); err == nil {
+			} else if err = s.setMiss(ino, idx, d, h, d.miss); err == nil {
 				d.base = h
 			}
 			s.recharge(d)
@@ -434,9 +434,7 @@ func (s *Store) uploadChunk(ctx context.Context, ino uint64, idx int64) error {
 	s.cache.reserveDirty(-d.charge)
 	s.mu.Unlock()
 	path := s.dirtyPath(ino, idx)
-	if d.f != nil {
-		d.f.Close()
-	}
+	d.closeFiles()
 	if len(miss) > 0 {
 		os.Remove(path)
 		return os.Remove(s.partialPath(ino, idx))

@@ -558,7 +558,7 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	if sameSpans(left, miss) {
 		return over, nil
 	}
-	if err := s.saveMiss(ino, idx, d.base, left); err != nil {
+	if err := s.setMiss(ino, idx, d, d.base, left); err != nil {
 		return over, err
 	}
 	s.mu.Lock()
@@ -604,12 +604,13 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 		d.base, d.miss = h, []span{{0, bound}}
 	}
 	// The record goes first: a dirty file without one is complete.
-	if err := s.saveMiss(ino, idx, d.base, d.miss); err != nil {
+	if err := s.setMiss(ino, idx, d, d.base, d.miss); err != nil {
 		return nil, err
 	}
 	path := s.dirtyPath(ino, idx)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
+		d.closeFiles()
 		s.saveMiss(ino, idx, "", nil)
 		return nil, noSpace(err)
 	}
@@ -628,9 +629,7 @@ func (s *Store) dropDirty(ino uint64, idx int64) {
 		return
 	}
 	d := st.dirty[idx]
-	if d.f != nil {
-		d.f.Close()
-	}
+	d.closeFiles()
 	os.Remove(s.dirtyPath(ino, idx))
 	os.Remove(s.partialPath(ino, idx))
 	delete(st.dirty, idx)
@@ -716,7 +715,7 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 			s.mu.Unlock()
 			if err == nil && !sameSpans(miss, left) {
 				// The base's bytes past the new end are gone too.
-				if err = s.saveMiss(ino, idx, d.base, left); err == nil {
+				if err = s.setMiss(ino, idx, d, d.base, left); err == nil {
 					s.mu.Lock()
 					if d.miss = left; len(left) == 0 {
 						d.base, d.lost = "", nil

@@ -227,6 +227,23 @@ type dirtyChunk struct {
 	// chunk with one 64 KiB write counts 64 KiB, not the chunk size.
 	flen   int64
 	charge int64
+	// rf is the open partial/ record once it exists (rlen bytes), so
+	// that a write covering a missing range rewrites it in place
+	// (setMiss) instead of making a new file and renaming it over.
+	rf   *os.File
+	rlen int
+}
+
+// closeFiles closes d's dirty file and record, if open.
+func (d *dirtyChunk) closeFiles() {
+	if d.f != nil {
+		d.f.Close()
+		d.f = nil
+	}
+	if d.rf != nil {
+		d.rf.Close()
+		d.rf = nil
+	}
 }
 
 // recharge sets d's charge from its length and missing ranges and
@@ -626,10 +643,7 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	for _, st := range s.st {
 		for _, d := range st.dirty {
-			if d.f != nil {
-				d.f.Close()
-				d.f = nil
-			}
+			d.closeFiles()
 		}
 	}
 	if s.jf != nil {
@@ -660,10 +674,7 @@ func (s *Store) Abandon() {
 	s.mu.Lock()
 	for _, st := range s.st {
 		for _, d := range st.dirty {
-			if d.f != nil {
-				d.f.Close()
-				d.f = nil
-			}
+			d.closeFiles()
 		}
 	}
 	if s.jf != nil {
