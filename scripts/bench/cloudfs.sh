@@ -265,7 +265,7 @@ before_peer=()
 bench_machine "sudo ${BEFORE_COMMIT:+BEFORE_REV=$BEFORE_COMMIT }SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
   -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }') (use_cache)" \
   -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" "${before_peer[@]}" \
-  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, untimed; s3fs and rclone upload what was written at or after that close (outside the figures), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
+  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, timed apart ("closing all files"); s3fs uploads what was written at that close, tristore (--s3-flush-on-close) its dirty chunks, rclone after it (untimed), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
 
 T0=$SECONDS
 i=0
@@ -277,14 +277,14 @@ for r in $(seq 1 "$ROUNDS"); do
     phase load lan "$LOAD_TIMEOUT" "$s" "$r"
     lb=$(bench_load)
     phase replay realistic "$REPLAY_TIMEOUT" "$s" "$r"
-    read -r rd wr secs acc < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"], d["seconds"], d["reads"] + d["writes"])' "$WORK/replay.json")
-    args=(-json "$WORK/replay.json" -v "average read latency, ms=$rd" -v "average write latency, ms=$wr")
+    read -r rd wr secs acc cl < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["read_avg_ms"], d["write_avg_ms"], d["seconds"], d["reads"] + d["writes"], d["close_seconds"])' "$WORK/replay.json")
+    args=(-json "$WORK/replay.json" -v "average read latency, ms=$rd" -v "average write latency, ms=$wr" -v "closing all files after the replay, s=$cl")
     [ "$BUDGET" = 0 ] || args+=(-v "accesses replayed=$acc")
     if [ -e "$WORK/stats.json" ]; then
       hit=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(100*d["Hits"]/max(1,d["Hits"]+d["Misses"]))' "$WORK/stats.json")
       args+=(-v "chunk cache hit ratio, %=$hit")
     fi
-    echo "  $s: read $rd ms, write $wr ms ($acc accesses in $secs s)" >&2
+    echo "  $s: read $rd ms, write $wr ms ($acc accesses in $secs s; closing the files $cl s)" >&2
     bench_record "$r" "$s" "$lb" "${args[@]}"
     rm -rf "$WORK/srv-$s-$r" "$WORK"/cache-* "$WORK"/local-*
   done
