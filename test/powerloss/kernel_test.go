@@ -643,30 +643,32 @@ func kernelRig(t testing.TB, d *kdisk, bin string) *rig {
 	return r
 }
 
-// TestKernelScenarios runs the model's concurrent NFS and iSCSI scenarios
-// (random cut points, several rounds) on ext4 without a journal. The S3
-// scenario runs only with TRISTORE_KERNEL_S3=1 for now: there it finds
-// keys deleted before the cut back with another object's content, and
-// user metadata unreadable after e2fsck (an inode or block freed by a
-// DELETE, a prefix removal or an overwrite is reused while the old state
-// is still on disk; see docs/durability.md), which store/posix does not
-// handle yet.
+// TestKernelScenarios runs the model's concurrent S3, NFS and iSCSI
+// scenarios (random cut points, several rounds) on the kernel rig: NFS and
+// iSCSI on ext4 without a journal, S3 on ext4 with one. S3 without a
+// journal runs only with TRISTORE_KERNEL_S3=1 for now: there it finds
+// keys deleted before the cut back with another object's content, lost
+// objects and unreadable user metadata after e2fsck (an inode or block
+// freed by a removal is reused while the old state is still on disk; see
+// docs/durability.md), which store/posix does not handle yet. With a
+// journal it passed 4 runs of 4.
 func TestKernelScenarios(t *testing.T) {
 	bin := ourBin(t)
 	seed := uint64(time.Now().UnixNano())
 	for _, tc := range []struct {
-		name string
-		run  func(*rig) *report
+		name, features string
+		run            func(*rig) *report
 	}{
-		{"s3", func(r *rig) *report { return s3Scenario(t, r, seed, iterations(5), allS3Ops) }},
-		{"nfs", func(r *rig) *report { return nfsScenario(t, r, seed, iterations(5), allNFSOps) }},
-		{"iscsi", func(r *rig) *report { return lunScenario(t, r, seed, iterations(3), allLUNOps) }},
+		{"s3-journal", "", func(r *rig) *report { return s3Scenario(t, r, seed, iterations(5), allS3Ops) }},
+		{"s3", "^has_journal", func(r *rig) *report { return s3Scenario(t, r, seed, iterations(5), allS3Ops) }},
+		{"nfs", "^has_journal", func(r *rig) *report { return nfsScenario(t, r, seed, iterations(5), allNFSOps) }},
+		{"iscsi", "^has_journal", func(r *rig) *report { return lunScenario(t, r, seed, iterations(3), allLUNOps) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "s3" && os.Getenv("TRISTORE_KERNEL_S3") != "1" {
 				t.Skip("known to fail on ext4 without a journal (TRISTORE_KERNEL_S3=1 runs it)")
 			}
-			d := newKDisk(t, "^has_journal")
+			d := newKDisk(t, tc.features)
 			rep := tc.run(kernelRig(t, d, bin))
 			for _, e := range rep.errs {
 				t.Error(e)
