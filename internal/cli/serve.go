@@ -24,6 +24,7 @@ import (
 	"github.com/tristore/tristore/frontend"
 	"github.com/tristore/tristore/store"
 	"github.com/tristore/tristore/store/posix"
+	"github.com/tristore/tristore/vfs"
 )
 
 // ServeEnv is what `tristore serve` hands each front end it builds.
@@ -105,6 +106,11 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	dataDir := cfg.GetString("data")
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
+	}
+	if !vfs.DirSyncKeepsNewInodes(dataDir) {
+		log.Warn("the data directory's file system is not known to journal its metadata (ext4 with a journal and XFS are): "+
+			"after a power cut it must be checked (fsck -y) before it is mounted again, and S3 keys removed or replaced "+
+			"shortly before the cut can come back wrong (docs/durability.md)", "data", dataDir)
 	}
 	st, err := posix.Open(dataDir, posix.Options{Log: log})
 	if err != nil {
