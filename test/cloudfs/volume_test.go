@@ -29,7 +29,8 @@ func sh(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// loop attaches file to a loop device, detached at cleanup.
+// loop attaches file to a loop device, detached at cleanup if it still
+// holds file.
 func loop(t *testing.T, file string, ro bool) string {
 	t.Helper()
 	args := []string{"-f", "--show"}
@@ -37,8 +38,23 @@ func loop(t *testing.T, file string, ro bool) string {
 		args = append(args, "-r")
 	}
 	dev := strings.TrimSpace(sh(t, "losetup", append(args, file)...))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	t.Cleanup(func() {
+		if holds(dev, file) {
+			exec.Command("losetup", "-d", dev).Run()
+		}
+	})
 	return dev
+}
+
+// holds reports whether loop device dev is attached to file (sysfs
+// backing_file). A device this test detached may belong to another test
+// by cleanup time: detaching it by name then pulls the disk from under
+// that test (TestSeaweedCluster once saw e2fsck fail with "Invalid
+// argument while trying to open /dev/loop0" when a concurrent run's
+// cleanup detached the loop0 it had detached earlier).
+func holds(dev, file string) bool {
+	b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file"))
+	return err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == file
 }
 
 // detach detaches loop device dev from file and waits (up to 60 s) until
