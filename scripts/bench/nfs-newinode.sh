@@ -37,7 +37,7 @@ git archive "$BEFORE_COMMIT" | tar -x -C "$WORK/before-src" || bench_fail "git a
 declare -A ADDR
 # serve SIDE BINARY: one server on 127.0.0.1 (port from its ready file).
 serve() {
-  local d=$WORK/$1
+  local d=$WORK/side-$1
   mkdir -p "$d/data" "$d/cfg"
   XDG_CONFIG_HOME=$d/cfg TRISTORE_ACCESS_KEY=AKIANEWINODEBENCH000 TRISTORE_SECRET_KEY=newinode-bench-secret-key-000 \
     "$2" serve --data "$d/data" --nfs-addr 127.0.0.1:0 --s3-addr off --admin-addr off --iscsi-addr off \
