@@ -56,7 +56,7 @@ serve tristore "$WORK/tristore"
 serve tristore-before "$WORK/tristore-before"
 bench_machine "sudo BEFORE_REV=$BEFORE_COMMIT scripts/bench/nfs-newinode.sh $ROUNDS $FILES" \
   -peer "tristore-before=commit $BEFORE_COMMIT" \
-  -note "Both servers export directories on one $(findmnt -no FSTYPE -T "$WORK") file system ($(findmnt -no SOURCE -T "$WORK"), journal: $(ls /proc/fs/jbd2 2>/dev/null | tr '\n' ' ' || true)), loopback TCP, one call at a time; ms per operation, lower is better."
+  -note "Both servers export directories on one $(findmnt -no FSTYPE -T "$WORK") file system ($(findmnt -no SOURCE -T "$WORK"), jbd2 journal: $(ls /proc/fs/jbd2 2>/dev/null | grep -q "^$(basename "$(findmnt -no SOURCE -T "$WORK")")-" && echo yes || echo none)), loopback TCP, one call at a time; ms per operation, lower is better."
 for r in $(seq 1 "$ROUNDS"); do
   for s in $(bench_order "$r" tristore tristore-before); do
     echo "round $r: $s" >&2
