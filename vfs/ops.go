@@ -252,14 +252,11 @@ func (fs *FS) Create(c Cred, dir Handle, name string, mode CreateMode, s SetAttr
 		// Without a journal it does need it (newinode.go). Times (the
 		// EXCLUSIVE verifier lives in them), owner changes and a size
 		// always do.
-		if err == nil && !fs.async {
-			if mode == CreateExclusive || !s2.empty() {
-				err = unix.Fsync(newFd)
-			} else {
-				err = fs.syncNewInode(o, newFd)
-			}
+		if err == nil && !fs.async && (mode == CreateExclusive || !s2.empty()) {
+			err = unix.Fsync(newFd)
+			return h, a, dc, fs.commitMeta(err, o, "")
 		}
-		return h, a, dc, fs.commitMeta(err, o, "")
+		return h, a, dc, fs.commitNewFile(err, o, newFd)
 	}
 	return h, a, dc, fs.commitMeta(err, o, name)
 }
@@ -600,6 +597,13 @@ func (fs *FS) commitMeta(err error, dir *obj, child string) error {
 			}
 		}
 	}
+	return fs.commitMetaVia(dir, func() error { return fsyncObj(dir) })
+}
+
+// commitMetaVia is commitMeta's directory part, with syncDir making dir's
+// entries durable (an fsync of dir, or one that also does it, see
+// commitNewFile).
+func (fs *FS) commitMetaVia(dir *obj, syncDir func() error) error {
 	if faultSkip("nfs-dir") {
 		return nil
 	}
@@ -618,7 +622,7 @@ func (fs *FS) commitMeta(err error, dir *obj, child string) error {
 			settle = newdir.SettleBegin(dirPath)
 		}
 	}
-	if err := fsyncObj(dir); err != nil {
+	if err := syncDir(); err != nil {
 		return err
 	}
 	newdir.SettleEnd(settle)

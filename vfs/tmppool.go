@@ -173,10 +173,7 @@ func (fs *FS) CreateFile(c Cred, dir Handle, name string, mode CreateMode, s Set
 	// the inode's type, mode and owner (set before the link, in earlier
 	// journal transactions than the entry's, which the fsync commits too);
 	// without a journal the inode needs its own fsync (newinode.go).
-	if err == nil {
-		err = fs.syncNewInode(o, fd)
-	}
-	return h, a, dc, fs.commitMeta(err, o, "")
+	return h, a, dc, fs.commitNewFile(err, o, fd)
 }
 
 // nameTmp gives the unnamed file fd what open(O_CREAT) by c in o would

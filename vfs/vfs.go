@@ -133,6 +133,9 @@ type FS struct {
 	// dirSyncKeepsInodes: a directory fsync makes new files' inodes
 	// durable here (a journal); else they are fsynced too (newinode.go).
 	dirSyncKeepsInodes bool
+	// fileSyncWritesParent: ext4 without a journal, where a new file's
+	// fsync also writes its directory (newinode.go).
+	fileSyncWritesParent bool
 }
 
 // Open opens the export rooted at dir (which must exist and be a directory).
@@ -191,6 +194,7 @@ func Open(dir string, opts Options) (*FS, error) {
 	if !fs.readOnly {
 		fs.pool = newTmpPool(fd)
 		fs.dirSyncKeepsInodes = dirSyncKeepsNewInodes(fd)
+		fs.fileSyncWritesParent = !fs.dirSyncKeepsInodes && ext4NoJournal(fd)
 	}
 	return fs, nil
 }
