@@ -1,8 +1,7 @@
 package vfs
 
 import (
-	"errors"
-
+	"github.com/tristore/tristore/store/inodepool"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,121 +15,15 @@ import (
 // the NFS create benchmark that walk was a third of the server's CPU and
 // sat between the CREATE call and its reply
 // (docs/bench/profiles/nfs-create-*.txt). The allocation need not be
-// there: the pool keeps a few unnamed, empty regular files (O_TMPFILE in
-// the export root), made in the background, and CreateFile gives one the
-// caller's owner, mode and the current times and then its name with
-// linkat(2). What a client sees, and what a crash can leave, is the same as
+// there: the pool (store/inodepool, shared with the S3 store) keeps a few
+// unnamed, empty regular files (O_TMPFILE in the export root), made in the
+// background, and CreateFile gives one the caller's owner, mode and the
+// current times and then its name with linkat(2). What a client sees, and what a crash can leave, is the same as
 // for a file made by open(O_CREAT): the new name becomes durable by the
 // same directory fsync, and an unnamed file left in the pool by a crash
 // holds no data (ext4 and XFS free such orphans at mount; fsck does on an
 // ext4 without a journal, where a named one needs its own fsync,
 // newinode.go).
-
-// tmpPoolSize is how many unnamed files an export keeps ready.
-const tmpPoolSize = 16
-
-type tmpPool struct {
-	dirfd int
-	fds   chan int      // O_RDWR descriptors of unnamed empty files
-	kick  chan struct{} // wakes the refill goroutine
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-// newTmpPool returns a filled pool making its files in dirfd, or nil if
-// the file system cannot make unnamed files (O_TMPFILE) there.
-func newTmpPool(dirfd int) *tmpPool {
-	p := &tmpPool{dirfd: dirfd, fds: make(chan int, tmpPoolSize), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	fd, err := p.make()
-	if err != nil {
-		return nil
-	}
-	p.fds <- fd
-	p.fill()
-	go p.run()
-	return p
-}
-
-// make makes one unnamed file, unless the directory has a default ACL (the
-// file would inherit the root's ACL, not its eventual directory's).
-func (p *tmpPool) make() (int, error) {
-	if hasDefaultACL(p.dirfd) {
-		return -1, unix.ENOTSUP
-	}
-	return unix.Openat(p.dirfd, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-}
-
-func (p *tmpPool) fill() {
-	for len(p.fds) < cap(p.fds) {
-		fd, err := p.make()
-		if err != nil {
-			return
-		}
-		select {
-		case p.fds <- fd:
-		default:
-			unix.Close(fd)
-			return
-		}
-	}
-}
-
-func (p *tmpPool) run() {
-	defer close(p.done)
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-p.kick:
-			p.fill()
-		}
-	}
-}
-
-// take returns an unnamed file's descriptor, or -1 if the pool is empty
-// (or nil). Either way the pool is refilled in the background.
-func (p *tmpPool) take() int {
-	if p == nil {
-		return -1
-	}
-	fd := -1
-	select {
-	case fd = <-p.fds:
-	default:
-	}
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-	return fd
-}
-
-func (p *tmpPool) close() {
-	if p == nil {
-		return
-	}
-	close(p.stop)
-	<-p.done
-	for {
-		select {
-		case fd := <-p.fds:
-			unix.Close(fd)
-		default:
-			return
-		}
-	}
-}
-
-// hasDefaultACL reports whether the directory fd (O_PATH is enough) has a
-// default POSIX ACL, which a file made in it would inherit.
-func hasDefaultACL(fd int) bool {
-	n, err := unix.Getxattr(fdPath(fd), "system.posix_acl_default", nil)
-	if err != nil {
-		return !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP)
-	}
-	return n > 0
-}
 
 // CreateFile is Create for NFS CREATE and OPEN: a new file that asks for no
 // attribute but its mode (or a size of 0) gets an inode from the pool;
@@ -150,8 +43,8 @@ func (fs *FS) CreateFile(c Cred, dir Handle, name string, mode CreateMode, s Set
 		return fs.Create(c, dir, name, mode, s, verf)
 	}
 	fd := -1
-	if !hasDefaultACL(o.fd) {
-		fd = fs.pool.take()
+	if !inodepool.HasDefaultACL(o.fd) {
+		fd = fs.pool.Take()
 	}
 	if fd < 0 {
 		o.close()

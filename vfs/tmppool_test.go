@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tristore/tristore/internal/testutil"
+	"github.com/tristore/tristore/store/inodepool"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,24 +20,15 @@ func poolInodes(t *testing.T, fs *FS) map[uint64]bool {
 		t.Fatal("no pool of unnamed files (O_TMPFILE unsupported here?)")
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for len(fs.pool.fds) < tmpPoolSize && time.Now().Before(deadline) {
+	for fs.pool.Ready() < inodepool.Size && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	inos := map[uint64]bool{}
-	var fds []int
-	for len(fs.pool.fds) > 0 {
-		fds = append(fds, <-fs.pool.fds)
+	for ino := range testutil.UnnamedFiles(t, fs.root) {
+		inos[ino] = true
 	}
-	for _, fd := range fds {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			t.Fatal(err)
-		}
-		inos[st.Ino] = true
-		fs.pool.fds <- fd
-	}
-	if len(inos) != tmpPoolSize {
-		t.Fatalf("pool holds %d files, want %d", len(inos), tmpPoolSize)
+	if len(inos) != inodepool.Size {
+		t.Fatalf("pool holds %d files, want %d", len(inos), inodepool.Size)
 	}
 	return inos
 }

@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tristore/tristore/store/inodepool"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,7 +130,7 @@ type FS struct {
 	hints    *index // kernel mode: where moved files are (reconnect.go)
 	missed   missCache
 	rootFH   Handle
-	pool     *tmpPool // unnamed files for CreateFile (nil: read-only or no O_TMPFILE)
+	pool     *inodepool.Pool // unnamed files for CreateFile (nil: read-only or no O_TMPFILE)
 	// dirSyncKeepsInodes: a directory fsync makes new files' inodes
 	// durable here (a journal); else they are fsynced too (newinode.go).
 	dirSyncKeepsInodes bool
@@ -192,7 +193,7 @@ func Open(dir string, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("vfs: root handle: %w", err)
 	}
 	if !fs.readOnly {
-		fs.pool = newTmpPool(fd)
+		fs.pool = inodepool.New(fd, 0o600) // CreateFile sets owner, mode and times
 		fs.dirSyncKeepsInodes = dirSyncKeepsNewInodes(fd)
 		fs.fileSyncWritesParent = !fs.dirSyncKeepsInodes && ext4NoJournal(fd)
 	}
@@ -201,7 +202,7 @@ func Open(dir string, opts Options) (*FS, error) {
 
 // Close releases the root descriptor and the unnamed files kept for CreateFile.
 func (fs *FS) Close() error {
-	fs.pool.close()
+	fs.pool.Close()
 	return unix.Close(fs.rootFd)
 }
 

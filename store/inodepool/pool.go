@@ -114,6 +114,14 @@ func (p *Pool) Take() int {
 	return fd
 }
 
+// Ready is how many unnamed files the pool holds now (0 for a nil pool).
+func (p *Pool) Ready() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.fds)
+}
+
 // Close stops the refill and closes the files still pooled (the kernel
 // frees them: they have no name).
 func (p *Pool) Close() {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,32 +14,6 @@ import (
 	"github.com/tristore/tristore/store/posix"
 	"golang.org/x/sys/unix"
 )
-
-// pooledFiles returns the descriptors of this process's unnamed files made
-// in dir (their /proc link reads "DIR/#INODE (deleted)") by inode number.
-func pooledFiles(t *testing.T, dir string) map[uint64]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[uint64]string{}
-	for _, e := range ents {
-		p := filepath.Join("/proc/self/fd", e.Name())
-		l, err := os.Readlink(p)
-		if err != nil {
-			continue
-		}
-		rest, ok := strings.CutPrefix(l, dir+"/#")
-		if !ok {
-			continue
-		}
-		if ino, err := strconv.ParseUint(strings.TrimSuffix(rest, " (deleted)"), 10, 64); err == nil {
-			got[ino] = p
-		}
-	}
-	return got
-}
 
 func inodeOf(t *testing.T, p string) unix.Stat_t {
 	t.Helper()
@@ -74,7 +47,7 @@ func TestPutTakesPooledInode(t *testing.T) {
 	tmp := filepath.Join(root, ".tristore", "tmp")
 	var pool map[uint64]string
 	for i := 0; i < 200; i++ {
-		if pool = pooledFiles(t, tmp); len(pool) >= 8 {
+		if pool = testutil.UnnamedFiles(t, tmp); len(pool) >= 8 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
