@@ -69,28 +69,46 @@ func TestReadSameHostPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	// Pages still referenced (e.g. by a socket buffer) are kept: retry a
-	// few times.
-	for try := 0; ; try++ {
-		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-			t.Fatal(err)
+	drop := func() {
+		t.Helper()
+		// Pages still referenced (e.g. by a socket buffer) are kept:
+		// retry a few times.
+		for try := 0; ; try++ {
+			if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+				t.Fatal(err)
+			}
+			n := testutil.ResidentPages(t, p, len(data))
+			if n == 0 {
+				return
+			}
+			if try == 50 {
+				t.Fatalf("%d pages still cached after FADV_DONTNEED", n)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		n := testutil.ResidentPages(t, p, len(data))
-		if n == 0 {
-			break
-		}
-		if try == 50 {
-			t.Fatalf("%d pages still cached after FADV_DONTNEED", n)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	inl, dec = readPaths.inline.Load(), readPaths.declined.Load()
-	check(0, 1<<20)
-	if d := readPaths.declined.Load() - dec; d != 1 {
-		t.Errorf("an uncached READ was declined %d times on the reading goroutine, want 1", d)
+	// RWF_NOWAIT starts the read-ahead of what it finds missing before it
+	// gives up, and on this VM's host-cached disk that I/O can end before
+	// the kernel looks again (a preempted reader under load), so an
+	// uncached READ may rightly be answered inline. Each try must be one
+	// or the other, and at least one of five must be declined.
+	declinedOnce := false
+	for try := 0; try < 5 && !declinedOnce; try++ {
+		drop()
+		inl, dec = readPaths.inline.Load(), readPaths.declined.Load()
+		check(0, 1<<20)
+		di, dd := readPaths.inline.Load()-inl, readPaths.declined.Load()-dec
+		switch {
+		case dd == 1 && di == 0:
+			declinedOnce = true
+		case dd == 0 && di == 1:
+			t.Logf("try %d: the read-ahead RWF_NOWAIT started had ended; answered inline", try)
+		default:
+			t.Fatalf("an uncached READ was declined %d times and answered inline %d times, want one of them once", dd, di)
+		}
 	}
-	if d := readPaths.inline.Load() - inl; d != 0 {
-		t.Errorf("%d uncached READs answered on the reading goroutine", d)
+	if !declinedOnce {
+		t.Error("no uncached READ of 5 was declined on the reading goroutine")
 	}
 	if d := readPaths.sendfile.Load() - sf; d != 0 {
 		t.Errorf("%d READs went out with sendfile", d)
