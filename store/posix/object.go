@@ -600,10 +600,8 @@ func (b *Backend) Get(ctx context.Context, bucket, key string, off, n int64) (io
 	return &objReader{f: f, off: off, n: n}, oi, nil
 }
 
-// objReader reads a range of an open file. WriteTo writes a large range
-// from a mapping of the file (mapread.go) and hands a smaller one to the
-// writer as a LimitedReader over the *os.File, so a socket writer can use
-// sendfile.
+// objReader reads a range of an open file. WriteTo hands the kernel a
+// LimitedReader over the *os.File so a socket writer can use sendfile.
 type objReader struct {
 	f   *os.File
 	off int64
@@ -631,16 +629,6 @@ func (r *objReader) Read(p []byte) (int, error) {
 func (r *objReader) WriteTo(w io.Writer) (int64, error) {
 	if r.n <= 0 {
 		return 0, nil
-	}
-	if r.n >= mapReadMin {
-		if m, ok, err := writeMapped(w, r.f, r.off, r.n); ok { // mapread.go
-			r.off += m
-			r.n -= m
-			if err == nil && r.n > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return m, err
-		}
 	}
 	if _, err := r.f.Seek(r.off, io.SeekStart); err != nil {
 		return 0, err
