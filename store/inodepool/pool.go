@@ -8,11 +8,12 @@
 // free inode deleted in the last ~30 s (recently_deleted in
 // fs/ext4/ialloc.c), so right after a batch of removals or overwrites each
 // create walks past all of them. In the NFS create benchmark that walk was
-// a third of the server's CPU (docs/bench/profiles/nfs-create-*.txt); in a
-// serial 4 KiB S3 PUT that overwrites keys it was a quarter of the CPU
-// (docs/bench/profiles/s3-put4k-p1-*.txt). With a pool the walk still
-// happens, but in the background, between requests or while a request
-// waits for its fsync.
+// a third of the server's CPU (docs/bench/profiles/nfs-create-*.txt). With
+// a pool the walk still happens, but in the background, between requests
+// or while a request waits for its fsync. (The S3 store tried it too, in
+// 0d06cc4: a serial 4 KiB PUT that overwrites keys spends a quarter of its
+// CPU in that walk, docs/bench/profiles/s3-put4k-p1-before.txt, but no
+// PUT row got faster, so it was taken out again.)
 //
 // A pooled file is linked into the tree by its user (linkat(2) of the
 // /proc/self/fd link) and must then be given what open(O_CREAT) would have

@@ -48,9 +48,6 @@ func (b *Backend) tempFor(bucket, target string) (*os.File, []string, error) {
 	dir := filepath.Dir(target)
 	var changed []string
 	for range 20 {
-		if f := b.pooledTemp(dir); f != nil {
-			return f, changed, nil
-		}
 		f, err := createTemp(b.tempPath(dir))
 		if err == nil {
 			return f, changed, nil

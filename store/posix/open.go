@@ -88,8 +88,6 @@ type Backend struct {
 	incarnation uint64
 	clean       tempCleanup
 
-	tmpFiles tmpFiles // unnamed files for new objects (tmpfiles.go)
-
 	lockFile  *os.File // flock on .tristore/lock, held while open
 	closeOnce sync.Once
 	closed    chan struct{}
