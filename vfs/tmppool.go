@@ -15,15 +15,15 @@ import (
 // the NFS create benchmark that walk was a third of the server's CPU and
 // sat between the CREATE call and its reply
 // (docs/bench/profiles/nfs-create-*.txt). The allocation need not be
-// there: the pool (store/inodepool, shared with the S3 store) keeps a few
-// unnamed, empty regular files (O_TMPFILE in the export root), made in the
-// background, and CreateFile gives one the caller's owner, mode and the
-// current times and then its name with linkat(2). What a client sees, and what a crash can leave, is the same as
-// for a file made by open(O_CREAT): the new name becomes durable by the
-// same directory fsync, and an unnamed file left in the pool by a crash
-// holds no data (ext4 and XFS free such orphans at mount; fsck does on an
-// ext4 without a journal, where a named one needs its own fsync,
-// newinode.go).
+// there: the pool (store/inodepool) keeps a few unnamed, empty regular
+// files (O_TMPFILE in the export root), made in the background, and
+// CreateFile gives one the caller's owner, mode and the current times and
+// then its name with linkat(2). What a client sees, and what a crash can
+// leave, is the same as for a file made by open(O_CREAT): the new name
+// becomes durable by the same directory fsync, and an unnamed file left in
+// the pool by a crash holds no data (ext4 and XFS free such orphans at
+// mount; fsck does on an ext4 without a journal, where a named one needs
+// its own fsync, newinode.go).
 
 // CreateFile is Create for NFS CREATE and OPEN: a new file that asks for no
 // attribute but its mode (or a size of 0) gets an inode from the pool;
@@ -92,7 +92,7 @@ func (fs *FS) nameTmp(c Cred, o *obj, fd int, name string, perm uint32) (named b
 		if err := unix.Fchmod(fd, perm); err != nil {
 			return err
 		}
-		if err := unix.Linkat(unix.AT_FDCWD, fdPath(fd), o.fd, name, unix.AT_SYMLINK_FOLLOW); err != nil {
+		if err := inodepool.Link(fd, o.fd, name); err != nil {
 			return err
 		}
 		named = true

@@ -144,16 +144,16 @@ func (p *Pool) Close() {
 // Link gives the unnamed file fd the name name in the directory dirfd,
 // without following symlinks in name (it must be a single component).
 func Link(fd, dirfd int, name string) error {
-	return unix.Linkat(unix.AT_FDCWD, FDPath(fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
+	return unix.Linkat(unix.AT_FDCWD, fdPath(fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
 }
 
-// FDPath is the /proc magic link of descriptor fd of this process.
-func FDPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+// fdPath is the /proc magic link of descriptor fd of this process.
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // HasDefaultACL reports whether the directory fd (O_PATH is enough) has a
 // default POSIX ACL, which a file made in it would inherit.
 func HasDefaultACL(fd int) bool {
-	n, err := unix.Getxattr(FDPath(fd), "system.posix_acl_default", nil)
+	n, err := unix.Getxattr(fdPath(fd), "system.posix_acl_default", nil)
 	if err != nil {
 		return !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP)
 	}
