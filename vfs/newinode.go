@@ -65,14 +65,24 @@ func ext4NoJournal(fd int) bool {
 	if unix.Fstatfs(fd, &sfs) != nil || unix.Fstat(fd, &st) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
 		return false
 	}
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
-	if err != nil {
+	name := blockDevName(st.Dev)
+	if name == "" {
 		return false
 	}
-	if _, err := os.Stat(filepath.Join("/proc/fs/ext4", filepath.Base(link))); err != nil {
+	if _, err := os.Stat(filepath.Join("/proc/fs/ext4", name)); err != nil {
 		return false
 	}
 	return !ext4HasJournal(st.Dev)
+}
+
+// blockDevName is the kernel's name of block device dev (as in /proc/fs/ext4
+// and /proc/fs/jbd2), or "" if it cannot be told.
+func blockDevName(dev uint64) string {
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(link)
 }
 
 // ext4HasJournal reports whether the ext4 on dev runs a jbd2 journal: jbd2
@@ -80,11 +90,10 @@ func ext4NoJournal(fd int) bool {
 // external journal, the journal device's name; then it is not found here
 // and the answer is a safe false).
 func ext4HasJournal(dev uint64) bool {
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
-	if err != nil {
+	name := blockDevName(dev)
+	if name == "" {
 		return false
 	}
-	name := filepath.Base(link)
 	ents, err := os.ReadDir("/proc/fs/jbd2")
 	if err != nil {
 		return false
