@@ -167,17 +167,18 @@ func (b *Backend) startCleanup(run bool) {
 		start := time.Now()
 		n, dirs, err := b.removeStaleTemps()
 		b.clean.removed, b.clean.err = n, err
+		attrs := []any{"removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond)}
 		select {
 		case <-b.closed:
-			b.log.Info("posix store: leftover temp file removal stopped by close", "removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond))
+			b.log.Info("posix store: leftover temp file removal stopped by close", attrs...)
 			return
 		default:
 		}
 		if err != nil { // the same line, as a warning with the first error
-			b.log.Warn(CleanupDoneLog, "removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond), "err", err)
+			b.log.Warn(CleanupDoneLog, append(attrs, "err", err)...)
 			return
 		}
-		b.log.Info(CleanupDoneLog, "removed", n, "dirs", dirs, "took", time.Since(start).Round(time.Millisecond))
+		b.log.Info(CleanupDoneLog, attrs...)
 	}()
 }
 
