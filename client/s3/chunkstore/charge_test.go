@@ -69,13 +69,7 @@ func TestSmallWritesInACacheOfTwoChunks(t *testing.T) {
 		t.Fatal("the file reads different bytes than base + writes")
 	}
 	t.Logf("read in %v", time.Since(t0))
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s2 := v.open(v.cfg(t.TempDir()))
-	if got := readAll(t, s2, lookup(t, s2, "f")); !bytes.Equal(got, want) {
-		t.Fatal("a fresh gateway reads different bytes than base + writes")
-	}
+	closeReadFresh(t, v, s, "f", want)
 }
 
 // TestWriteIntoCachedChunk: a write into a chunk the cache holds copies
@@ -123,13 +117,7 @@ func TestWriteIntoCachedChunk(t *testing.T) {
 		t.Fatalf("%d dirty bytes after Sync", dirty)
 	}
 	t.Logf("write, read, sync in %v", time.Since(start))
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s2 := v.open(v.cfg(t.TempDir()))
-	if got := readAll(t, s2, lookup(t, s2, "a")); !bytes.Equal(got, want) {
-		t.Fatal("a fresh gateway reads different bytes")
-	}
+	closeReadFresh(t, v, s, "a", want)
 }
 
 // TestPartialUploadKeepsItsCharge: a partial chunk is uploaded without
@@ -192,13 +180,7 @@ func TestPartialUploadKeepsItsCharge(t *testing.T) {
 	if _, err := s.ReadAt(ctx, ino, got, 0); err != nil || !bytes.Equal(got, want[:cs]) {
 		t.Fatalf("read of the chunk after its base was replaced: %v, same %v", err, bytes.Equal(got, want[:cs]))
 	}
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s2 := v.open(v.cfg(t.TempDir()))
-	if got := readAll(t, s2, lookup(t, s2, "a")); !bytes.Equal(got, want) {
-		t.Fatal("a fresh gateway reads different bytes")
-	}
+	closeReadFresh(t, v, s, "a", want)
 }
 
 // TestPartialRecordInPlace: writes into a partial chunk rewrite its
@@ -240,5 +222,18 @@ func TestPartialRecordInPlace(t *testing.T) {
 	s3 := v.open(v.cfg(t.TempDir()))
 	if got := readAll(t, s3, lookup(t, s3, "a")); !bytes.Equal(got, want) {
 		t.Fatal("recovered data differs from base + writes")
+	}
+}
+
+// closeReadFresh closes s (its Close uploads what is dirty) and checks that
+// a fresh gateway with an empty cache reads file name as want.
+func closeReadFresh(t *testing.T, v *env, s *Store, name string, want []byte) {
+	t.Helper()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2 := v.open(v.cfg(t.TempDir()))
+	if got := readAll(t, s2, lookup(t, s2, name)); !bytes.Equal(got, want) {
+		t.Fatalf("a fresh gateway reads different bytes of %s than base + writes", name)
 	}
 }
