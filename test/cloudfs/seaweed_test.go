@@ -355,10 +355,10 @@ func TestSeaweedCluster(t *testing.T) {
 	vdir, vcache := t.TempDir(), t.TempDir()
 	vm := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir, append(append([]string{"--cache", vcache}, writeBack...), common...)...)
 	lun := filepath.Join(vdir, "lun")
-	dev := loop(t, lun, false)
-	sh(t, "mkfs.ext4", "-q", "-F", dev)
+	dev := testutil.AttachLoop(t, lun)
+	sh(t, "mkfs.ext4", "-q", "-F", dev.Dev)
 	vmnt := t.TempDir()
-	mountFS(t, dev, vmnt)
+	mountFS(t, dev.Dev, vmnt)
 	// vol2: an iSCSI LUN of `tristore serve`.
 	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw2, On: []string{"iscsi"}})
 	sess, err := iscsi.Open(ctx, iscsi.Config{Portal: sv.Addrs["iscsi"], Target: "iqn.2026-11.io.tristore:-cloud:vol2"})
@@ -463,8 +463,10 @@ func TestSeaweedCluster(t *testing.T) {
 
 	// Everything stops cleanly: final write-backs and the LUN's flush.
 	sh(t, "umount", vmnt)
-	sh(t, "e2fsck", "-fn", dev)
-	detach(t, dev, lun)
+	sh(t, "e2fsck", "-fn", dev.Dev)
+	if err := dev.Detach(t); err != nil {
+		t.Fatal(err)
+	}
 	vm.Stop(t, 90*time.Second)
 	m.Stop(t, 90*time.Second)
 	if strings.Contains(m.Output()+vm.Output(), "write-back failed") {
@@ -496,10 +498,10 @@ func TestSeaweedCluster(t *testing.T) {
 	vdir2 := t.TempDir()
 	vm2 := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir2, append([]string{"--cache", t.TempDir()}, ro...)...)
 	lun2 := filepath.Join(vdir2, "lun")
-	dev2 := loop(t, lun2, true)
-	sh(t, "e2fsck", "-fn", dev2)
+	dev2 := testutil.AttachLoop(t, lun2, "-r")
+	sh(t, "e2fsck", "-fn", dev2.Dev)
 	vmnt2 := t.TempDir()
-	mountFS(t, dev2, vmnt2, "-o", "ro")
+	mountFS(t, dev2.Dev, vmnt2, "-o", "ro")
 	for name, want := range map[string]map[string]string{"json": wantJSON, "xml": wantXML} {
 		if got := sums(t, filepath.Join(vmnt2, name)); !maps.Equal(got, want) {
 			t.Fatalf("%s on the volume differs when read back with one volume server dead", name)
@@ -507,7 +509,9 @@ func TestSeaweedCluster(t *testing.T) {
 	}
 	checkFiles(t, filepath.Join(vmnt2, "load"), n[1], 2000, extSize)
 	sh(t, "umount", vmnt2)
-	detach(t, dev2, lun2)
+	if err := dev2.Detach(t); err != nil {
+		t.Fatal(err)
+	}
 	vm2.Stop(t, 90*time.Second)
 	t.Logf("vol1 read back at %.1f s", time.Since(start).Seconds())
 

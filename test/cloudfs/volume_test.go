@@ -29,57 +29,6 @@ func sh(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// loop attaches file to a loop device, detached at cleanup if it still
-// holds file.
-func loop(t *testing.T, file string, ro bool) string {
-	t.Helper()
-	args := []string{"-f", "--show"}
-	if ro {
-		args = append(args, "-r")
-	}
-	dev := strings.TrimSpace(sh(t, "losetup", append(args, file)...))
-	t.Cleanup(func() {
-		if holds(dev, file) {
-			exec.Command("losetup", "-d", dev).Run()
-		}
-	})
-	return dev
-}
-
-// holds reports whether loop device dev is attached to file (sysfs
-// backing_file). A device this test detached may belong to another test
-// by cleanup time: detaching it by name then pulls the disk from under
-// that test (TestSeaweedCluster once saw e2fsck fail with "Invalid
-// argument while trying to open /dev/loop0" when a concurrent run's
-// cleanup detached the loop0 it had detached earlier).
-func holds(dev, file string) bool {
-	b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file"))
-	return err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == file
-}
-
-// detach detaches loop device dev from file and waits (up to 60 s) until
-// no loop device holds file any more: the kernel lets go of a detached
-// loop device's backing file asynchronously, and a FUSE mount stopped
-// before that is busy (the mount then exits 1 after a lazy detach).
-// Under load it took 14 and 29 s in TestSeaweedCluster, with the mount
-// idle meanwhile (a goroutine dump showed no FUSE request in flight and
-// no task in D state): the kernel, or udev probing the device, holds it.
-func detach(t *testing.T, dev, file string) {
-	t.Helper()
-	sh(t, "losetup", "-d", dev)
-	start := time.Now()
-	for i := 0; i < 600; i++ {
-		if strings.TrimSpace(sh(t, "losetup", "-j", file)) == "" {
-			if d := time.Since(start); d > 5*time.Second {
-				t.Logf("the loop device let go of %s %.1f s after losetup -d", file, d.Seconds())
-			}
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("a loop device still holds %s 60 s after losetup -d %s", file, dev)
-}
-
 func mountFS(t *testing.T, dev, dir string, opts ...string) {
 	t.Helper()
 	sh(t, "mount", append(opts, dev, dir)...)
@@ -141,38 +90,42 @@ func TestCloudVolume(t *testing.T) {
 	if fi, err := os.Stat(lun); err != nil || fi.Size() != 96<<20 {
 		t.Fatalf("volume file: %v %v", fi, err)
 	}
-	dev := loop(t, lun, false)
-	sh(t, "mkfs.ext4", "-q", "-F", dev)
+	dev := testutil.AttachLoop(t, lun)
+	sh(t, "mkfs.ext4", "-q", "-F", dev.Dev)
 	mnt := t.TempDir()
-	mountFS(t, dev, mnt)
+	mountFS(t, dev.Dev, mnt)
 	sh(t, "tar", "-C", mnt, "-xf", tarball)
 	if got := sums(t, filepath.Join(mnt, "encoding")); !maps.Equal(got, want) {
 		t.Fatal("tree differs on ext4 over the cloud volume")
 	}
 	sh(t, "umount", mnt)
-	sh(t, "e2fsck", "-fn", dev)
+	sh(t, "e2fsck", "-fn", dev.Dev)
 
 	// A second gateway is refused while this one holds the volume.
 	out2, err := exec.Command(bin, append([]string{"mount", "s3://vols/volumes/vol1", t.TempDir(), "--cache", t.TempDir()}, common...)...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out2), "leased by another gateway") {
 		t.Fatalf("second gateway: %v\n%s", err, out2)
 	}
-	detach(t, dev, lun)
+	if err := dev.Detach(t); err != nil {
+		t.Fatal(err)
+	}
 	m.Stop(t, 90*time.Second)
 
 	// Remounted read-only with an empty cache: every block from the bucket.
 	dir2 := t.TempDir()
 	m2 := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
 	lun2 := filepath.Join(dir2, "lun")
-	dev2 := loop(t, lun2, true)
-	sh(t, "e2fsck", "-fn", dev2)
+	dev2 := testutil.AttachLoop(t, lun2, "-r")
+	sh(t, "e2fsck", "-fn", dev2.Dev)
 	mnt1 := t.TempDir()
-	mountFS(t, dev2, mnt1, "-o", "ro")
+	mountFS(t, dev2.Dev, mnt1, "-o", "ro")
 	if got := sums(t, filepath.Join(mnt1, "encoding")); !maps.Equal(got, want) {
 		t.Fatal("tree differs after a remount with an empty cache")
 	}
 	sh(t, "umount", mnt1)
-	detach(t, dev2, lun2)
+	if err := dev2.Detach(t); err != nil {
+		t.Fatal(err)
+	}
 	m2.Stop(t, 90*time.Second)
 
 	// The gateway's serve offers it over iSCSI.
@@ -198,6 +151,6 @@ func copyOverISCSI(t *testing.T, bin, gw, name string) string {
 	sh(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
 	sh(t, "e2fsck", "-fn", raw)
 	mnt := t.TempDir()
-	mountFS(t, loop(t, raw, true), mnt, "-o", "ro")
+	mountFS(t, testutil.AttachLoop(t, raw, "-r").Dev, mnt, "-o", "ro")
 	return mnt
 }
