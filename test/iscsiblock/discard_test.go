@@ -11,7 +11,6 @@ import (
 
 	"github.com/tristore/tristore/client/iscsi"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
-	"github.com/tristore/tristore/fusefs/blockfile"
 	"github.com/tristore/tristore/internal/testutil"
 )
 
@@ -23,23 +22,6 @@ func allocated(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return st.Blocks * 512
-}
-
-// upFS is up() for any file system: FUSE mount of dev, a loop device on
-// the file, mkfs (argv, the device appended), mount. Cleanups first.
-func upFS(t *testing.T, dev *iscsi.Session, mnt string, mkfs ...string) *stack {
-	t.Helper()
-	s := &stack{fuse: t.TempDir(), mnt: mnt}
-	srv, err := blockfile.Mount(s.fuse, dev, blockfile.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.srv = srv
-	t.Cleanup(func() { s.down(t) })
-	s.loop = run(t, time.Minute, "losetup", "-f", "--show", filepath.Join(s.fuse, "lun"))
-	run(t, 3*time.Minute, mkfs[0], append(mkfs[1:], s.loop)...)
-	run(t, time.Minute, "mount", s.loop, mnt)
-	return s
 }
 
 // TestFstrimReachesVolume: kernel ext4 or XFS -> loop -> FUSE file -> our
@@ -85,7 +67,7 @@ func fstrimCase(t *testing.T, mkfs, check []string) {
 	if err := syscall.Statfs(filepath.Join(st.fuse, "lun"), &sfs); err != nil || sfs.Bsize == 0 {
 		t.Fatalf("statfs of the FUSE file: bsize %d, %v", sfs.Bsize, err)
 	}
-	if g, err := os.ReadFile("/sys/block/" + filepath.Base(st.loop) + "/queue/discard_granularity"); err != nil ||
+	if g, err := os.ReadFile("/sys/block/" + filepath.Base(st.loop.Dev) + "/queue/discard_granularity"); err != nil ||
 		strings.TrimSpace(string(g)) == "0" {
 		t.Fatalf("loop device advertises no discard (granularity %q, %v)", g, err)
 	}
@@ -131,5 +113,5 @@ func fstrimCase(t *testing.T, mkfs, check []string) {
 	}
 	run(t, time.Minute, "umount", mnt)
 	st.mnt = ""
-	run(t, 3*time.Minute, check[0], append(check[1:], st.loop)...)
+	run(t, 3*time.Minute, check[0], append(check[1:], st.loop.Dev)...)
 }

@@ -80,14 +80,28 @@ func quiet(name string, args ...string) {
 type stack struct {
 	srv  *blockfile.Server
 	fuse string
-	loop string
+	loop *testutil.Loop
 	mnt  string
 }
 
-// up mounts dev through FUSE, attaches a loop device to the file and, if
-// mnt is not empty, mounts the ext4 on it. Cleanups are registered first,
-// so a failure half way still leaves nothing behind.
+// up is upFS for ext4: mkfs.ext4 (no discard) when mkfs is set, else the
+// file system already on dev is mounted.
 func up(t *testing.T, dev blockdev.Device, mnt string, mkfs bool) *stack {
+	t.Helper()
+	var argv []string
+	if mkfs {
+		argv = []string{"mkfs.ext4", "-q", "-F", "-E", "nodiscard"}
+	}
+	return upFS(t, dev, mnt, argv...)
+}
+
+// upFS mounts dev through FUSE, attaches a loop device to the file, runs
+// mkfs (argv, the device appended; none if empty) and mounts the file
+// system on mnt. Cleanups are registered first, so a failure half way
+// still leaves nothing behind: down once for the FUSE mount, and again
+// once the loop device is attached, so that it runs before the device's
+// own cleanup (umount, then detach, then the FUSE unmount).
+func upFS(t *testing.T, dev blockdev.Device, mnt string, mkfs ...string) *stack {
 	t.Helper()
 	s := &stack{fuse: t.TempDir(), mnt: mnt}
 	srv, err := blockfile.Mount(s.fuse, dev, blockfile.Options{})
@@ -96,11 +110,12 @@ func up(t *testing.T, dev blockdev.Device, mnt string, mkfs bool) *stack {
 	}
 	s.srv = srv
 	t.Cleanup(func() { s.down(t) })
-	s.loop = run(t, time.Minute, "losetup", "-f", "--show", filepath.Join(s.fuse, "lun"))
-	if mkfs {
-		run(t, 3*time.Minute, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", s.loop)
+	s.loop = testutil.AttachLoop(t, filepath.Join(s.fuse, "lun"))
+	t.Cleanup(func() { s.down(t) })
+	if len(mkfs) > 0 {
+		run(t, 3*time.Minute, mkfs[0], append(mkfs[1:], s.loop.Dev)...)
 	}
-	run(t, time.Minute, "mount", "-t", "ext4", s.loop, mnt)
+	run(t, time.Minute, "mount", s.loop.Dev, mnt)
 	return s
 }
 
@@ -110,9 +125,11 @@ func (s *stack) down(t *testing.T) {
 		quiet("umount", s.mnt)
 		s.mnt = ""
 	}
-	if s.loop != "" {
-		quiet("losetup", "-d", s.loop)
-		s.loop = ""
+	if s.loop != nil {
+		if err := s.loop.Detach(t); err != nil {
+			t.Error(err)
+		}
+		s.loop = nil
 	}
 	if s.srv != nil {
 		var err error
@@ -187,7 +204,7 @@ func ext4RoundTrip(t *testing.T, open func(t *testing.T) blockdev.Device) {
 	run(t, 3*time.Minute, "umount", mnt)
 	s.mnt = ""
 	// the file system must be clean after a proper unmount
-	out, err := exec.Command("e2fsck", "-fn", s.loop).CombinedOutput()
+	out, err := exec.Command("e2fsck", "-fn", s.loop.Dev).CombinedOutput()
 	if err != nil {
 		t.Fatalf("e2fsck after remount: %v\n%s", err, out)
 	}
