@@ -131,7 +131,7 @@ type rig struct {
 	clientNS string
 	nfs      *proc
 	iscsi    *proc
-	loop     string
+	loop     *testutil.Loop
 	ext4     string
 	nfsMnt   string
 	iscsiMnt string
@@ -200,12 +200,11 @@ func runSoak(t *testing.T, st settings) {
 		filepath.Join(root, "mount-iscsi.log"), r.clientNS, "lun", st.volSize); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := run(ctx, time.Minute, "", nil, "losetup", "-f", "--show", filepath.Join(r.iscsiMnt, "lun")); err != nil {
-		t.Fatal(err)
-	} else {
-		r.loop = strings.TrimSpace(out)
-	}
-	if _, err := run(ctx, 5*time.Minute, "", nil, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", r.loop); err != nil {
+	r.loop = testutil.AttachLoop(t, filepath.Join(r.iscsiMnt, "lun"))
+	// After the loop device's own cleanup registered by AttachLoop, so it
+	// runs first: the ext4 on it goes before the device is detached.
+	t.Cleanup(r.dropExt4)
+	if _, err := run(ctx, 5*time.Minute, "", nil, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", r.loop.Dev); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.mountExt4(ctx); err != nil {
@@ -338,7 +337,7 @@ func runSoak(t *testing.T, st settings) {
 			rec.bad("umount ext4: %v", err)
 			return "ext4: umount FAILED"
 		}
-		out, err := run(vctx, 10*time.Minute, "", nil, "e2fsck", "-fn", r.loop)
+		out, err := run(vctx, 10*time.Minute, "", nil, "e2fsck", "-fn", r.loop.Dev)
 		if err != nil {
 			rec.bad("e2fsck -fn after the soak: %v", err)
 			check("ext4: e2fsck -fn FAILED: " + clip(out, 500))
@@ -518,7 +517,7 @@ func (r *rig) mountExt4(ctx context.Context) error {
 	if err := os.MkdirAll(r.ext4, 0o755); err != nil {
 		return err
 	}
-	_, err := run(ctx, 2*time.Minute, "", nil, "mount", "-t", "ext4", "-o", "errors=remount-ro", r.loop, r.ext4)
+	_, err := run(ctx, 2*time.Minute, "", nil, "mount", "-t", "ext4", "-o", "errors=remount-ro", r.loop.Dev, r.ext4)
 	return err
 }
 
@@ -561,17 +560,16 @@ func (r *rig) umountExt4(ctx context.Context) error {
 	return err
 }
 
+// detachLoop detaches the loop device (Loop.Detach: retried, waits for
+// the release); a failure is logged, the teardown sweeps what is left.
 func (r *rig) detachLoop() {
-	if r.loop == "" {
+	if r.loop == nil {
 		return
 	}
-	for i := 0; i < 50; i++ {
-		if _, err := run(context.Background(), 30*time.Second, "", nil, "losetup", "-d", r.loop); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := r.loop.Detach(r.t); err != nil {
+		r.t.Logf("%v", err)
 	}
-	r.loop = ""
+	r.loop = nil
 }
 
 // startLink runs `tristore netem run --name ts-<pid>-soak FLAGS -- sleep`
@@ -606,32 +604,31 @@ func (r *rig) startLink(bin string, st settings) (serverNS string, err error) {
 	return "", fmt.Errorf("netem link not up after 30 s: %s", r.link.output())
 }
 
+// dropExt4 unmounts the ext4 if it is mounted; stuck on a hung iSCSI
+// mount, it ends the mount (I/O then fails instead of waiting) and
+// detaches the ext4 lazily.
+func (r *rig) dropExt4() {
+	if !isMounted(r.ext4) {
+		return
+	}
+	if _, err := run(context.Background(), time.Minute, "", nil, "umount", r.ext4); err != nil {
+		if r.iscsi != nil {
+			r.iscsi.stop(syscall.SIGKILL, 10*time.Second)
+		}
+		quiet("umount", "-l", r.ext4)
+	}
+}
+
 // teardown removes everything the soak made, whatever state it is in:
 // ext4 mount, loop device, FUSE mounts (their processes by PID, then lazy
 // unmounts), the server, the link; then checks nothing is left.
 func (r *rig) teardown() {
 	t := r.t
-	if isMounted(r.ext4) {
-		if _, err := run(context.Background(), time.Minute, "", nil, "umount", r.ext4); err != nil {
-			// Stuck on a hung iSCSI mount: end the mount (I/O then
-			// fails instead of waiting) and detach.
-			if r.iscsi != nil {
-				r.iscsi.stop(syscall.SIGKILL, 10*time.Second)
-			}
-			quiet("umount", "-l", r.ext4)
-		}
-	}
+	r.dropExt4()
 	r.detachLoop()
 	// Loop devices on our file that someone else attached (or a failed
 	// losetup -d left): by back file.
-	if out, err := run(context.Background(), 30*time.Second, "", nil, "losetup", "-n", "-O", "NAME,BACK-FILE", "-l"); err == nil {
-		for _, l := range strings.Split(out, "\n") {
-			f := strings.Fields(l)
-			if len(f) >= 2 && strings.HasPrefix(f[1], r.root) {
-				quiet("losetup", "-d", f[0])
-			}
-		}
-	}
+	testutil.DetachLoopsUnder(t, r.root)
 	for _, p := range []*proc{r.iscsi, r.nfs} {
 		if p != nil && p.alive() {
 			p.stop(syscall.SIGINT, 30*time.Second)
