@@ -104,14 +104,39 @@ func unmountISCSI(dir string, srv *blockfile.Server, dev *iscsi.Session, done <-
 		slog.Warn("mount: unmount waits for I/O on the target; closing the session", "dir", dir)
 		_ = dev.Close()
 	}
-	return <-res
+	return <-res // bounded: unmountRetry gives up after unmountLimit
 }
 
-func unmountRetry(dir string, srv *blockfile.Server, done <-chan struct{}) error {
+// unmounter is what unmountRetry needs of the FUSE server
+// (*blockfile.Server).
+type unmounter interface{ Unmount() error }
+
+// unmountLimit bounds unmountRetry as a whole.
+var unmountLimit = 2 * time.Minute
+
+// unmountRetry unmounts dir, retrying while it is busy (a loop device on
+// the file keeps it busy for a while), else detaches it lazily, and waits
+// for the FUSE server to stop (done). All of it is bounded by
+// unmountLimit: Unmount waits for the server's request loops, and a
+// request stuck on the device would hold them, and the exit, for ever.
+// Past the bound the error says so and the mount exits without the
+// server.
+func unmountRetry(dir string, srv unmounter, done <-chan struct{}) error {
+	res := make(chan error, 1)
+	go func() { res <- unmountTries(dir, srv, done) }()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(unmountLimit):
+		return fmt.Errorf("mount: unmounting %s: the FUSE server did not stop within %v (a request still waiting on the device?); exiting without it", dir, unmountLimit)
+	}
+}
+
+func unmountTries(dir string, srv unmounter, done <-chan struct{}) error {
 	var err error
 	for i := 0; i < 20; i++ {
 		if err = srv.Unmount(); err == nil {
-			<-done
+			<-done // bounded by unmountRetry
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)
