@@ -35,7 +35,10 @@ type Loop struct {
 // failed, if the device is still attached to file: a device the test
 // detached itself may by then belong to another test, which must keep it
 // (TestSeaweedCluster once saw e2fsck fail on /dev/loop0 because another
-// run's cleanup detached the loop0 it had detached earlier).
+// run's cleanup detached the loop0 it had detached earlier). A mount of
+// the device must be gone before this cleanup runs: register its own
+// cleanup after AttachLoop (cleanups run last-registered first), or the
+// detach waits its 60 s for a release that the mount prevents and fails.
 func AttachLoop(t testing.TB, file string, flags ...string) *Loop {
 	t.Helper()
 	abs, err := filepath.Abs(file)
