@@ -58,16 +58,18 @@ func TestGatewayExt4(t *testing.T) {
 	if fi.Size() != 2*(48<<20-4<<20-64<<10) {
 		t.Fatalf("LUN is %d bytes", fi.Size())
 	}
-	l := attachLoop(t, lun)
-	sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", l.dev)
+	l := testutil.AttachLoop(t, lun)
+	sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", l.Dev)
 	mnt := t.TempDir()
-	mountExt4(t, l.dev, mnt)
+	mountExt4(t, l.Dev, mnt)
 	sh(t, "cp", "-a", src, filepath.Join(mnt, "encoding"))
 	if d := diffSums(want, sums(t, filepath.Join(mnt, "encoding"))); d != nil {
 		t.Fatalf("tree differs on ext4 over the gateway: %v", d)
 	}
 	sh(t, "umount", mnt)
-	l.detach()
+	if err := l.Detach(t); err != nil {
+		t.Fatal(err)
+	}
 	m.Stop(t, 60*time.Second)
 	if !sv.Stop() || !sv.ExitedCleanly() {
 		t.Fatalf("serve did not stop cleanly: %v\n%s", sv.Err(), sv.Log())
@@ -96,14 +98,16 @@ func TestGatewayExt4(t *testing.T) {
 	}
 	url = "iscsi://" + sv.Addrs["iscsi"] + "/" + gatewayIQN + "/0"
 	m = testutil.StartMount(t, bin, url, fuse)
-	l = attachLoop(t, lun)
-	mountExt4(t, l.dev, mnt)
+	l = testutil.AttachLoop(t, lun)
+	mountExt4(t, l.Dev, mnt)
 	if d := diffSums(want, sums(t, filepath.Join(mnt, "encoding"))); d != nil {
 		t.Fatalf("tree differs on the degraded array: %v", d)
 	}
 	sh(t, "umount", mnt)
-	sh(t, "e2fsck", "-fn", l.dev)
-	l.detach()
+	sh(t, "e2fsck", "-fn", l.Dev)
+	if err := l.Detach(t); err != nil {
+		t.Fatal(err)
+	}
 	m.Stop(t, 60*time.Second)
 
 	// Too few members: serve refuses to start and names the array.

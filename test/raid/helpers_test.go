@@ -37,29 +37,6 @@ func quiet(name string, args ...string) {
 	_ = exec.CommandContext(ctx, name, args...).Run()
 }
 
-// loopDev attaches file to a loop device, detached at cleanup (and by
-// detach).
-type loopDev struct{ dev string }
-
-func attachLoop(t *testing.T, file string) *loopDev {
-	t.Helper()
-	l := &loopDev{dev: sh(t, "losetup", "-f", "--show", file)}
-	t.Cleanup(l.detach)
-	return l
-}
-
-func (l *loopDev) detach() {
-	if l.dev != "" {
-		for i := 0; i < 20; i++ { // udev may still be probing it
-			if exec.Command("losetup", "-d", l.dev).Run() == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		l.dev = ""
-	}
-}
-
 // mountExt4 mounts dev on dir; the cleanup unmounts it lazily if the test
 // did not.
 func mountExt4(t *testing.T, dev, dir string) {

@@ -77,7 +77,7 @@ func (tg *target) open(t *testing.T) *iscsi.Session {
 // fsStack is the array as a file (FUSE), a loop device and an ext4 mount.
 type fsStack struct {
 	srv  *blockfile.Server
-	loop *loopDev
+	loop *testutil.Loop
 	mnt  string
 }
 
@@ -90,11 +90,11 @@ func mountArray(t *testing.T, dev blockdev.Device, mkfs bool) *fsStack {
 	}
 	s := &fsStack{srv: srv, mnt: t.TempDir()}
 	t.Cleanup(func() { s.down(t) })
-	s.loop = attachLoop(t, filepath.Join(fuse, "lun"))
+	s.loop = testutil.AttachLoop(t, filepath.Join(fuse, "lun"))
 	if mkfs {
-		sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", s.loop.dev)
+		sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", s.loop.Dev)
 	}
-	mountExt4(t, s.loop.dev, s.mnt)
+	mountExt4(t, s.loop.Dev, s.mnt)
 	return s
 }
 
@@ -103,9 +103,13 @@ func mountArray(t *testing.T, dev blockdev.Device, mkfs bool) *fsStack {
 func (s *fsStack) down(t *testing.T) {
 	if testutil.IsMounted(s.mnt) {
 		sh(t, "umount", s.mnt)
-		sh(t, "e2fsck", "-fn", s.loop.dev)
+		sh(t, "e2fsck", "-fn", s.loop.Dev)
 	}
-	s.loop.detach()
+	if s.loop != nil { // nil: the attach failed
+		if err := s.loop.Detach(t); err != nil {
+			t.Error(err)
+		}
+	}
 	if s.srv != nil {
 		var err error
 		for i := 0; i < 100; i++ { // the loop device may hold the file a moment
