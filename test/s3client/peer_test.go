@@ -12,13 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,104 +31,33 @@ const (
 	peerSK = "peer-secret-key-0001"
 )
 
-// freePort returns a port p on 127.0.0.1 with p+10000 free too (weed puts
-// each service's gRPC port there).
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		if p+10000 > 65535 {
-			l.Close()
-			continue
-		}
-		g, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
-		l.Close()
-		if err == nil {
-			g.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port pair")
-	return 0
-}
-
 // startWeed runs `weed server -s3` on 127.0.0.1 until the test ends and
-// returns its S3 endpoint once a PUT succeeds there.
+// returns its S3 endpoint once a bucket can be made and an object stored
+// there with the binary.
 func startWeed(t *testing.T) string {
 	t.Helper()
-	weed := testutil.NeedCmd(t, "weed")
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "s3.json")
-	os.WriteFile(conf, []byte(fmt.Sprintf(`{"identities":[{"name":"t","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`, peerAK, peerSK)), 0o600)
-	s3port := freePort(t)
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(data, 0o755)
-	cmd := exec.Command(weed, "server", "-dir="+data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-		fmt.Sprintf("-master.port=%d", freePort(t)), fmt.Sprintf("-volume.port=%d", freePort(t)),
-		fmt.Sprintf("-filer.port=%d", freePort(t)), "-s3", fmt.Sprintf("-s3.port=%d", s3port),
-		"-s3.config="+conf, "-master.volumeSizeLimitMB=64", "-volume.max=0",
-		// Off: their fixed default ports (8181, 9101) make a second weed
-		// on the machine (another test package, a benchmark) die at start.
-		"-s3.port.iceberg=0", "-s3.port.lance=0")
-	log, err := os.Create(filepath.Join(dir, "weed.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		// weed shuts down slowly on SIGTERM; its group gets SIGKILL after 5 s.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		log.Close()
-	})
-	ep := fmt.Sprintf("http://127.0.0.1:%d", s3port)
 	bin := testutil.TristoreBin(context.Background(), t)
-	probe := filepath.Join(dir, "probe")
+	cache := t.TempDir()
+	probe := filepath.Join(cache, "probe")
 	os.WriteFile(probe, []byte("probe"), 0o644)
-	// Up when a bucket can be made and an object stored (the volume
-	// server registers with the master after the S3 port opens).
-	deadline := time.Now().Add(60 * time.Second)
-	for made := false; ; {
-		select {
-		case <-done:
-			b, _ := os.ReadFile(log.Name())
-			t.Fatalf("weed exited: %s", b)
-		default:
-		}
-		env := peerEnv(ep, dir)
+	made := false
+	return testutil.StartWeed(t, testutil.WeedOptions{AccessKey: peerAK, SecretKey: peerSK, Ready: func(ep string) error {
+		env := peerEnv(ep, cache)
 		if !made {
 			c := exec.Command(bin, "s3", "mb", "s3://peer", "--retries", "0")
 			c.Env = env
-			made = c.Run() == nil
-		}
-		if made {
-			c := exec.Command(bin, "s3", "cp", probe, "s3://peer/probe", "--retries", "0")
-			c.Env = env
-			if c.Run() == nil {
-				return ep
+			if err := c.Run(); err != nil {
+				return fmt.Errorf("s3 mb: %w", err)
 			}
+			made = true
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(log.Name())
-			t.Fatalf("SeaweedFS S3 at %s not ready within 60 s; log:\n%s", ep, b)
+		c := exec.Command(bin, "s3", "cp", probe, "s3://peer/probe", "--retries", "0")
+		c.Env = env
+		if err := c.Run(); err != nil {
+			return fmt.Errorf("s3 cp: %w", err)
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	}})
 }
 
 // peerEnv is the environment the binary runs with: the peer's keys and

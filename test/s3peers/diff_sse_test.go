@@ -7,12 +7,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,89 +154,22 @@ var knownSSEDiffs = map[string]string{
 // bucket can be made and an object stored there.
 func startSeaweedFS(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	weed := testutil.NeedCmd(t, "weed")
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "s3.json")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`{"identities":[{"name":"t","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`, rootAK, rootSK)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// weed also listens on port+10000 (gRPC) for each of its ports.
-	port := func() int {
-		for range 50 {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
+	var c *awss3.Client
+	return testutil.StartWeed(t, testutil.WeedOptions{AccessKey: rootAK, SecretKey: rootSK,
+		// SSE-S3 in SeaweedFS needs a key-encryption key (s3.sse.kek).
+		Env: []string{"WEED_S3_SSE_KEK=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"},
+		Ready: func(ep string) error {
+			if c == nil {
+				c = sdkClient(ep, rootAK, rootSK)
 			}
-			p := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			if p+10000 > 65535 {
-				continue
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := c.CreateBucket(pctx, &awss3.CreateBucketInput{Bucket: aws.String("probe")})
+			if err == nil || errCode(err) == "BucketAlreadyOwnedByYou" || errCode(err) == "BucketAlreadyExists" {
+				_, err = c.PutObject(pctx, &awss3.PutObjectInput{Bucket: aws.String("probe"), Key: aws.String("probe"), Body: strings.NewReader("p")})
 			}
-			if g, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000)); err == nil {
-				g.Close()
-				return p
-			}
-		}
-		t.Fatal("no free port pair")
-		return 0
-	}
-	s3port := port()
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(weed, "server", "-dir="+data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-		fmt.Sprintf("-master.port=%d", port()), fmt.Sprintf("-volume.port=%d", port()),
-		fmt.Sprintf("-filer.port=%d", port()), "-s3", fmt.Sprintf("-s3.port=%d", s3port),
-		"-s3.config="+conf, "-master.volumeSizeLimitMB=64", "-volume.max=0",
-		"-s3.port.iceberg=0", "-s3.port.lance=0")
-	logf, err := os.Create(filepath.Join(dir, "weed.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// SSE-S3 in SeaweedFS needs a key-encryption key (s3.sse.kek).
-	cmd.Env = append(os.Environ(), "WEED_S3_SSE_KEK=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		logf.Close()
-	})
-	ep := fmt.Sprintf("http://127.0.0.1:%d", s3port)
-	c := sdkClient(ep, rootAK, rootSK)
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		select {
-		case <-done:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("weed exited: %s", b)
-		default:
-		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := c.CreateBucket(pctx, &awss3.CreateBucketInput{Bucket: aws.String("probe")})
-		if err == nil || errCode(err) == "BucketAlreadyOwnedByYou" || errCode(err) == "BucketAlreadyExists" {
-			_, err = c.PutObject(pctx, &awss3.PutObjectInput{Bucket: aws.String("probe"), Key: aws.String("probe"), Body: strings.NewReader("p")})
-		}
-		cancel()
-		if err == nil {
-			return ep
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("SeaweedFS S3 at %s not ready within 60 s (%v); log:\n%s", ep, err, b)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+			return err
+		}})
 }
 
 // TestSSESeaweedFS sends sseSequence to tristore (with an SSE-S3 key) and
