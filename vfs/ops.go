@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tristore/tristore/internal/fsjournal"
+	"github.com/tristore/tristore/store/inuse"
 	"github.com/tristore/tristore/store/newdir"
 )
 
@@ -451,12 +453,24 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		}
 		return dc, err
 	}
+	var held *inuse.Change
 	if flags == 0 {
-		held, err := holdName(o.fd, name) // a served volume is not removed
-		if err != nil {
+		if held, err = holdName(o.fd, name); err != nil { // a served volume is not removed
 			return dc, err
 		}
 		defer held.Release()
+	} else if !fs.async && !fs.dirSyncKeepsInodes {
+		// No journal: the removed directory's inode stays ours until the
+		// removal is durable, so it cannot be given to a new file under
+		// the old name meanwhile; then it is written as deleted (below).
+		if dfd, e := unix.Openat(o.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); e == nil {
+			defer unix.Close(dfd)
+			defer func() {
+				if err == nil {
+					fsjournal.Retire(dfd)
+				}
+			}()
+		}
 	}
 	var st unix.Stat_t
 	haveSt := fs.index != nil && unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
@@ -469,7 +483,10 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		// of a directory is also answered with ISDIR (or NOTSUPP) by knfsd.
 		return dc, unix.EISDIR
 	}
-	return dc, fs.commitMeta(err, o, "")
+	if err = fs.commitMeta(err, o, ""); err == nil && !fs.async {
+		held.Retire() // the removed file, once its removal is durable (inuse)
+	}
+	return dc, err
 }
 
 // Rename moves fromName in fromDir to toName in toDir atomically
@@ -510,10 +527,10 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 	}
 	defer src.Release()
 	var tst unix.Stat_t
+	var dst *inuse.Change
 	if src == nil || unix.Fstatat(to0.fd, toName, &tst, unix.AT_SYMLINK_NOFOLLOW) != nil || !src.Same(&tst) {
 		// (Renaming a file onto another link of itself changes nothing.)
-		dst, err := holdName(to0.fd, toName)
-		if err != nil {
+		if dst, err = holdName(to0.fd, toName); err != nil {
 			return from, to, err
 		}
 		defer dst.Release()
@@ -537,7 +554,11 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 			return from, to, err
 		}
 	}
-	return from, to, fs.commitMeta(err, fo, "")
+	err = fs.commitMeta(err, fo, "")
+	if err == nil && !fs.async {
+		dst.Retire() // the replaced file, once the rename is durable (inuse)
+	}
+	return from, to, err
 }
 
 // Link makes a hard link to h as name in dir.

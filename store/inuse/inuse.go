@@ -54,6 +54,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tristore/tristore/internal/fsjournal"
 	"github.com/tristore/tristore/store"
 )
 
@@ -135,6 +136,19 @@ func (c *Change) Release() {
 	if c != nil && c.fd >= 0 {
 		unix.Close(c.fd)
 		c.fd = -1
+	}
+}
+
+// Retire is for a caller that has removed the locked file's last name
+// (unlink, or a rename over it) and made that removal durable (the
+// directory fsynced): on a file system without a journal the inode is then
+// written as deleted before Release lets it go (internal/fsjournal), so
+// that after a power cut it does not still claim blocks given to other
+// files. Called before the removal is durable it could make the disk hold
+// a name whose inode is deleted.
+func (c *Change) Retire() {
+	if c != nil && c.fd >= 0 {
+		fsjournal.Retire(c.fd)
 	}
 }
 

@@ -130,7 +130,7 @@ func (b *Backend) CreateMultipart(ctx context.Context, bucket, key string, meta 
 		return "", fsErr(err)
 	}
 	if err := b.writeFileAtomic(filepath.Join(b.uploadDir(id), "info.json"), data, true); err != nil {
-		os.RemoveAll(b.uploadDir(id))
+		removeAllRetired(b.uploadDir(id))
 		return "", err
 	}
 	return id, fsyncDir(b.multipartDir())
@@ -322,7 +322,7 @@ func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID str
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	os.RemoveAll(b.uploadDir(uploadID))
+	removeAllRetired(b.uploadDir(uploadID))
 	return rec.info(bucket, key, &st), nil
 }
 
@@ -381,7 +381,7 @@ func (b *Backend) AbortMultipart(ctx context.Context, bucket, key, uploadID stri
 	if _, err := b.loadUpload(bucket, key, uploadID); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(b.uploadDir(uploadID)); err != nil {
+	if err := removeAllRetired(b.uploadDir(uploadID)); err != nil {
 		return fsErr(err)
 	}
 	return nil
@@ -447,7 +447,7 @@ func (b *Backend) abortUploadsOf(bucket string) {
 	for _, u := range all {
 		if u.Bucket == bucket {
 			unlock := b.lockUpload(u.UploadID)
-			os.RemoveAll(b.uploadDir(u.UploadID))
+			removeAllRetired(b.uploadDir(u.UploadID))
 			unlock()
 		}
 	}

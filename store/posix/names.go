@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 	"github.com/tristore/tristore/store"
 	"github.com/tristore/tristore/store/newdir"
 )
@@ -235,11 +238,36 @@ func mkdirParents(bdir, dir string) ([]string, error) {
 
 // removeEmptyParents removes empty directories from dir up to (not
 // including) the bucket directory, stopping at the first non-empty one.
+//
+// On a file system without a journal (internal/fsjournal) a removal is
+// not ordered before the reuse of what it frees: a removed directory's
+// inode, given to a new object and fsynced with it, could sit under the
+// old prefix's name after a power cut (the key "a/b" showing another
+// object's content), and its stale block could be claimed twice. There
+// each removed directory is held open until the first directory kept has
+// been fsynced, and is then written as deleted before it is let go
+// (fsjournal.Retire).
 func removeEmptyParents(bdir, dir string) {
+	careful := !fsjournal.JournaledPath(bdir)
+	var held []int
 	for i := 0; i < 1100 && len(dir) > len(bdir) && strings.HasPrefix(dir, bdir+string(filepath.Separator)); i++ {
+		fd := -1
+		if careful {
+			fd, _ = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
 		if err := syscall.Rmdir(dir); err != nil {
-			return
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			break
+		}
+		if fd >= 0 {
+			held = append(held, fd)
 		}
 		dir = filepath.Dir(dir)
+	}
+	if len(held) > 0 {
+		fsyncDir(dir) // best effort, as the removal itself
+		retireFds(held)
 	}
 }

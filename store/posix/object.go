@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tristore/tristore/internal/fsjournal"
 	"github.com/tristore/tristore/store"
 	"github.com/tristore/tristore/store/inuse"
 )
@@ -327,10 +328,14 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	if hookBeforeRename != nil {
 		hookBeforeRename(target)
 	}
+	published := false // the rename and its directory fsyncs done
 	if !noReplace {
 		// The file this rename replaces is freed after the PUT, not in
-		// the rename (victim.go).
-		defer releaseVictim(holdVictim(target))
+		// the rename (victim.go); without a journal it keeps a second
+		// name until the rename is durable and is then written as
+		// deleted.
+		victim := victimOf(target, b.noJournal, b.tmpDir, b.tempName)
+		defer func() { releaseVictim(victim, published) }()
 	}
 	rename := func() error {
 		if noReplace {
@@ -377,7 +382,22 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	if err := fsyncDir(filepath.Dir(target)); err != nil {
 		return st, err
 	}
-	return st, syncMade(changed)
+	if src := filepath.Dir(tmp); src != filepath.Dir(target) && !fsjournal.JournaledPath(src) {
+		// A move into another directory (the hidden area). Without a
+		// journal the temp name would stay on disk until write-back and,
+		// after a power cut, still name the inode once it is freed and
+		// given to another file (e2fsck may then keep that name and drop
+		// the real one). A source directory removed meanwhile (emptied by
+		// this move, then pruned by a DELETE) took the name with it.
+		if err := fsyncDir(src); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return st, err
+		}
+	}
+	if err := syncMade(changed); err != nil {
+		return st, err
+	}
+	published = true
+	return st, nil
 }
 
 // Put stores an object atomically and durably (see package doc).
@@ -712,6 +732,7 @@ func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool, around 
 		if err := syncUnlinkDir(d, filepath.Clean(dir)); err != nil {
 			return fsErr(err)
 		}
+		held.Retire() // no journal: written as deleted before it is let go
 	}
 	if cleanParents {
 		removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))

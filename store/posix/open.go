@@ -51,6 +51,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 )
 
 // Options configures the posix backend.
@@ -67,6 +69,10 @@ type Backend struct {
 	sys      string // root/.tristore
 	log      *slog.Logger
 	useXattr bool
+	// noJournal: the data tree's file system does not journal metadata
+	// (internal/fsjournal); removals then take the extra steps of
+	// retire.go and victim.go.
+	noJournal bool
 
 	// keyLocks serialises the publish step of writers of one key when
 	// metadata lives in sidecars (the sidecar and the rename are two steps).
@@ -172,11 +178,13 @@ func Open(root string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("posix: %w", err)
 	}
 	b.useXattr = !opts.NoXattr && b.probeXattr()
+	b.noJournal = !fsjournal.JournaledPath(b.root)
 	if !opts.NoXattr && !b.useXattr {
 		log.Warn("posix store: file system has no user xattrs; keeping metadata in sidecar files", "root", abs)
 	}
 	if alone {
 		b.repairVersions() // versions.go
+		b.settleStartup()
 		if err := unix.Flock(int(b.lockFile.Fd()), unix.LOCK_SH); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("posix: lock: %w", err)

@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 )
 
 const incarnationFile = "incarnation" // in DATA/.tristore
@@ -252,12 +254,38 @@ func (b *Backend) removeStaleTemps() (removed, dirs int, first error) {
 		}
 		// Removed relative to the directory just read: a path component
 		// swapped for a symlink meanwhile cannot send the unlink elsewhere.
+		// Without a journal each removed file is held until the directory
+		// is fsynced and then written as deleted (retire.go): a temp file
+		// left by a crash was often fsynced, and its inode, freed with
+		// only the in-memory state changed, would still claim its blocks
+		// and show as a live file to a name that reuses the inode number
+		// before that name's new inode is written (a new prefix directory
+		// after a power cut: e2fsck "incorrect filetype", the key then
+		// holding this file's content).
+		var held []int
+		careful := len(stale) > 0 && !fsjournal.Journaled(fd)
 		for _, name := range stale {
+			h := -1
+			if careful {
+				h, _ = unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			}
 			if err := unix.Unlinkat(fd, name, 0); err == nil {
 				removed++
 			} else if !errors.Is(err, unix.ENOENT) {
 				keep(&os.PathError{Op: "unlink", Path: filepath.Join(dir, name), Err: err})
 			}
+			if h >= 0 {
+				held = append(held, h)
+			}
+			if len(held) >= retireBatch {
+				unix.Fsync(fd)
+				retireFds(held)
+				held = held[:0]
+			}
+		}
+		if len(held) > 0 {
+			unix.Fsync(fd)
+			retireFds(held)
 		}
 		f.Close()
 	}

@@ -1,9 +1,14 @@
 package posix
 
 import (
+	"errors"
+	"path/filepath"
+	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 )
 
 // The replaced file of an overwriting PUT is freed off the request's path.
@@ -21,15 +26,42 @@ import (
 // new file and its name are durable before the PUT returns, as before.
 // An O_PATH descriptor takes no OFD lock, so the in-use locks of served
 // volumes (store/inuse) are untouched.
+//
+// On a file system without a journal (internal/fsjournal) the rename alone
+// is not safe: it drops the old inode's link count to 0 in the inode
+// table block at once, and any fsync of a neighbouring inode (another
+// PUT's file, 16 inodes share a block) can write that to disk before the
+// directory fsync writes the new entry. After a power cut the old name is
+// then still on disk, pointing at a deleted inode, and e2fsck clears it:
+// the key is gone although the PUT was still in flight (old or new
+// content were allowed; test/powerloss TestKernelScenarios/s3 saw it).
+// So there the old file first gets a second name in DATA/.tristore/tmp
+// (a link to the held descriptor): the rename takes its count from 2 to
+// 1, never 0. Once the rename is durable the drainer removes that name,
+// fsyncs the tmp directory (the name is gone for good, so the inode
+// cannot be named twice once it is reused), writes the inode as deleted
+// (fsjournal.Retire: after a power cut it does not claim blocks or show as
+// a live file under a reused inode number) and closes it. A name left by
+// a crash is removed with the rest of the tmp directory at the next start.
 
 // maxVictims bounds the descriptors waiting to be closed; with more, the
-// next one is closed at once (the old behaviour: freed on the PUT's path).
+// next one is freed at once (the old behaviour: freed on the PUT's path).
 const maxVictims = 256
 
 var victimQ struct {
 	mu      sync.Mutex
-	fds     []int
+	vs      []victim
 	running bool
+}
+
+// victim is a held replaced file: fd (-1: none), keep its second name
+// ("" when it has none), retire: the rename that replaced it is durable
+// (then, without a journal, it is written as deleted before the close;
+// before that point it would make a name durable whose inode is deleted).
+type victim struct {
+	fd     int
+	keep   string
+	retire bool
 }
 
 // hookVictimClose, set only by tests, runs in the drainer just before it
@@ -46,19 +78,38 @@ func holdVictim(target string) int {
 	return fd
 }
 
-// releaseVictim hands fd (from holdVictim; -1 is nothing) to the drainer.
-func releaseVictim(fd int) {
-	if fd < 0 {
+// victimOf holds the file at target (holdVictim) and, when noJournal,
+// links it as a new temp name in tmpDir() (see above); a file that cannot
+// be linked (a directory, another file system) is only held.
+func victimOf(target string, noJournal bool, tmpDir func() string, tempName func() string) victim {
+	v := victim{fd: holdVictim(target)}
+	if v.fd < 0 || !noJournal {
+		return v
+	}
+	keep := filepath.Join(tmpDir(), tempName())
+	// Linking through /proc links the held inode itself (AT_EMPTY_PATH
+	// would need CAP_DAC_READ_SEARCH), not whatever target names now.
+	if err := unix.Linkat(unix.AT_FDCWD, procFd(v.fd), unix.AT_FDCWD, keep, unix.AT_SYMLINK_FOLLOW); err == nil {
+		v.keep = keep
+	}
+	return v
+}
+
+// releaseVictim hands v to the drainer; retire says the rename that
+// replaced it is durable.
+func releaseVictim(v victim, retire bool) {
+	if v.fd < 0 {
 		return
 	}
+	v.retire = retire
 	q := &victimQ
 	q.mu.Lock()
-	if len(q.fds) >= maxVictims {
+	if len(q.vs) >= maxVictims {
 		q.mu.Unlock()
-		unix.Close(fd)
+		freeVictims([]victim{v})
 		return
 	}
-	q.fds = append(q.fds, fd)
+	q.vs = append(q.vs, v)
 	if !q.running {
 		q.running = true
 		go drainVictims()
@@ -66,24 +117,52 @@ func releaseVictim(fd int) {
 	q.mu.Unlock()
 }
 
-// drainVictims closes the queued descriptors and exits when none is left
-// (no goroutine stays behind while the server is idle).
+// drainVictims frees the queued victims, in batches of what is queued,
+// and exits when none is left (no goroutine stays behind while the server
+// is idle).
 func drainVictims() {
 	q := &victimQ
 	for {
 		q.mu.Lock()
-		if len(q.fds) == 0 {
+		if len(q.vs) == 0 {
 			q.running = false
-			q.fds = nil
+			q.vs = nil
 			q.mu.Unlock()
 			return
 		}
-		fd := q.fds[0]
-		q.fds = q.fds[1:]
+		batch := q.vs
+		q.vs = nil
 		q.mu.Unlock()
-		if hookVictimClose != nil {
-			hookVictimClose(fd)
-		}
-		unix.Close(fd)
+		freeVictims(batch)
 	}
 }
+
+// freeVictims removes the victims' second names, fsyncs the directories
+// that held them (one fsync per directory for the batch), retires the
+// inodes whose replacement is durable and closes them.
+func freeVictims(vs []victim) {
+	dirs := map[string]bool{}
+	for _, v := range vs {
+		if v.keep == "" {
+			continue
+		}
+		if err := unix.Unlink(v.keep); err == nil || errors.Is(err, unix.ENOENT) {
+			dirs[filepath.Dir(v.keep)] = true
+		}
+	}
+	for d := range dirs {
+		fsyncDir(d) // best effort: a name left behind goes at the next start
+	}
+	for _, v := range vs {
+		if hookVictimClose != nil {
+			hookVictimClose(v.fd)
+		}
+		if v.retire {
+			fsjournal.Retire(v.fd)
+		}
+		unix.Close(v.fd)
+	}
+}
+
+// procFd is the /proc path of this process's descriptor fd.
+func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
