@@ -33,7 +33,8 @@
 #     -before: tristore built from BEFORE_REV, for its load and its replay; the server is always HEAD's)
 #   BEFORE_REV=<commit>                                   with SIDES naming tristore-SIZE-before sides
 #   PROFILE_DIR=DIR                                       tristore replays run with --s3-pprof; goroutine dumps
-#                                                         every 10 s and the block profile at the end go to DIR
+#                                                         every 10 s, a CPU profile of the first PROFILE_CPU_SECONDS (10)
+#                                                         of the replay and the block profile at the end go to DIR
 # The default scale is what a shared 2-core machine runs in about 12
 # minutes for all 12 sides (one round): the 16 MiB sides replay 150
 # accesses in ~100 s, the 64 KiB side and the peers in ~10 s.
@@ -55,6 +56,7 @@ REPLAY_TIMEOUT=${REPLAY_TIMEOUT:-240}
 BUDGET=${BUDGET:-0}
 BEFORE_REV=${BEFORE_REV:-}
 PROFILE_DIR=${PROFILE_DIR:-}
+PROFILE_CPU_SECONDS=${PROFILE_CPU_SECONDS:-10}
 WORK=""
 PHASE_PID=""
 # stop_phase: the running phase (timeout -> netem run -> client, server)
@@ -170,11 +172,15 @@ tristore-*)
       mkdir -p "$P"; cp "$T" "$P/tristore"
       (for k in $(seq 1 60); do sleep 10; curl -s -m 5 -o "$P/goroutine-$k.txt" "http://127.0.0.1:6061/debug/pprof/goroutine?debug=1" || break; done) &
       ppid_=$!; PIDS+=("$ppid_")
+      # A CPU profile of the first PROFILE_CPU_SECONDS of the replay.
+      curl -s -m $((PROFILE_CPU_SECONDS + 10)) -o "$P/cpu.pb.gz" "http://127.0.0.1:6061/debug/pprof/profile?seconds=$PROFILE_CPU_SECONDS" &
+      cpid_=$!; PIDS+=("$cpid_")
     fi
     say "replaying $REQUESTS accesses"
     "${REPLAY[@]}" -trace "$WORK/trace.txt" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
     if [ -n "$ppid_" ]; then
       kill "$ppid_" 2>/dev/null || true
+      wait "$cpid_" 2>/dev/null || true
       curl -s -m 10 -o "$P/block.pb.gz" http://127.0.0.1:6061/debug/pprof/block || true
       curl -s -m 10 -o "$P/mutex.pb.gz" http://127.0.0.1:6061/debug/pprof/mutex || true
       cp "$WORK/trace.txt" "$P/trace.txt"
@@ -219,7 +225,7 @@ chmod +x "$WORK/client.sh"
 phase() {
   local name=$1 preset=$2 tmo=$3 s=$4 r=$5 t0=$SECONDS rc=0
   : >"$WORK/run.log"
-  PHASE=$name SIDE=$s ROUND=$r PROFILE_DIR=$PROFILE_DIR WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
+  PHASE=$name SIDE=$s ROUND=$r PROFILE_DIR=$PROFILE_DIR PROFILE_CPU_SECONDS=$PROFILE_CPU_SECONDS WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
     timeout -k 15 "$tmo" "$WORK/tristore" netem run --preset "$preset" \
     --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
     --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters-$name.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 &
@@ -283,6 +289,10 @@ for r in $(seq 1 "$ROUNDS"); do
     if [ -e "$WORK/stats.json" ]; then
       hit=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(100*d["Hits"]/max(1,d["Hits"]+d["Misses"]))' "$WORK/stats.json")
       args+=(-v "chunk cache hit ratio, %=$hit")
+      # The store's own share of a write (WriteAt, without FUSE and the
+      # kernel's waits); absent from builds before it was counted.
+      wst=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["WriteNanos"]/1e6/d["Writes"] if d.get("Writes") else "")' "$WORK/stats.json")
+      [ -z "$wst" ] || args+=(-v "store time per write, ms=$wst")
     fi
     echo "  $s: read $rd ms, write $wr ms ($acc accesses in $secs s; closing the files $cl s)" >&2
     bench_record "$r" "$s" "$lb" "${args[@]}"

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -447,6 +448,19 @@ func (s *Store) dirtyFile(ino uint64, idx int64, d *dirtyChunk) (*os.File, error
 // partial dirty chunk, completed from the bucket only when needed
 // (partial.go).
 func (s *Store) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
+	t0 := time.Now()
+	n, err := s.writeAt(ctx, ino, p, off)
+	if n > 0 {
+		d := int64(time.Since(t0))
+		s.writes.Add(1)
+		s.writeNanos.Add(d)
+		for m := s.writeMax.Load(); d > m && !s.writeMax.CompareAndSwap(m, d); m = s.writeMax.Load() {
+		}
+	}
+	return n, err
+}
+
+func (s *Store) writeAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
 	s.mu.Lock()
 	err := s.writable()
 	in := s.m.Inodes[ino]
@@ -608,7 +622,11 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 		return nil, err
 	}
 	path := s.dirtyPath(ino, idx)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A pooled file when one is ready (newfile.go), else a new one.
+	f, err := s.newDirty.create(filepath.Base(path), nil)
+	if err != nil {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
 	if err != nil {
 		d.closeFiles()
 		s.saveMiss(ino, idx, "", nil)

@@ -144,28 +144,37 @@ func (s *Store) saveMiss(ino uint64, idx int64, base string, miss []span) error 
 // of microseconds, and a write into a partial chunk rewrites the record
 // each time it covers missing bytes. The caller holds the chunk lock.
 func (s *Store) setMiss(ino uint64, idx int64, d *dirtyChunk, base string, miss []span) error {
-	if len(miss) > 0 && d.rf != nil {
+	var b []byte
+	if len(miss) > 0 {
 		r := partialRec{Base: base, Miss: make([][2]int64, len(miss))}
 		for i, m := range miss {
 			r.Miss[i] = [2]int64{m.A, m.B}
 		}
-		b, err := json.Marshal(&r)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(&r); err != nil {
 			return err
 		}
-		if len(b) <= 4096 {
-			if pad := d.rlen - len(b); pad > 0 {
-				b = append(b, strings.Repeat(" ", pad)...)
-			}
-			if _, err := d.rf.WriteAt(b, 0); err == nil {
-				d.rlen = len(b)
-				return nil
-			}
+	}
+	if len(b) > 0 && len(b) <= 4096 && d.rf != nil {
+		if pad := d.rlen - len(b); pad > 0 {
+			b = append(b, strings.Repeat(" ", pad)...)
+		}
+		if _, err := d.rf.WriteAt(b, 0); err == nil {
+			d.rlen = len(b)
+			return nil
 		}
 	}
 	if d.rf != nil {
 		d.rf.Close()
 		d.rf, d.rlen = nil, 0
+	}
+	if len(b) > 0 && len(b) <= 4096 {
+		// A new record: a pooled file, named with its bytes already in
+		// it (newfile.go), when one is ready and the name is free.
+		if f, err := s.newPartial.create(filepath.Base(s.partialPath(ino, idx)), b); err == nil {
+			d.rf, d.rlen = f, len(b)
+			return nil
+		}
 	}
 	if err := s.saveMiss(ino, idx, base, miss); err != nil {
 		return err

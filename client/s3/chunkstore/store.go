@@ -152,6 +152,10 @@ type Stats struct {
 	Publishes          int64 // manifests written
 	Deleted            int64 // chunk objects deleted as garbage
 	Recovered          int64 // dirty chunks found at Open
+	// Writes counts WriteAt calls that wrote; WriteNanos is their time
+	// in the store, summed, and WriteMaxNanos the longest (what a FUSE
+	// WRITE spends in the store, without the kernel's share).
+	Writes, WriteNanos, WriteMaxNanos int64
 }
 
 // Store is an open chunk store.
@@ -177,6 +181,9 @@ type Store struct {
 	closed   bool
 	created  bool // Open made a new store
 	leaseErr error
+	// newDirty and newPartial keep unnamed files ready for new dirty
+	// chunk files and records (newfile.go); nil: files are made.
+	newDirty, newPartial *newFiles
 
 	locks       [256]sync.Mutex // chunk locks, by chunk
 	flushMu     sync.Mutex      // one upload+publish at a time
@@ -196,6 +203,7 @@ type Store struct {
 	hits, misses, prefetched, prefetchHits atomic.Int64
 	uploads, downloads, upBytes, downBytes atomic.Int64
 	publishes, deleted, recovered          atomic.Int64
+	writes, writeNanos, writeMax           atomic.Int64
 }
 
 // istate is what the store knows about an inode beyond the manifest.
@@ -365,6 +373,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if s.jf != nil {
 			s.jf.Close()
 		}
+		s.newDirty.close()
+		s.newPartial.close()
 		return nil, fmt.Errorf("chunkstore: open s3://%s/%s: %w", cfg.Bucket, cfg.Prefix, err)
 	}
 	bgctx, cancel := context.WithCancel(context.Background())
@@ -482,6 +492,10 @@ func (s *Store) adopt(ctx context.Context, remote *Manifest, etag string) error 
 	}
 	if s.cache, err = openCache(s.dir, s.cfg.CacheSize); err != nil {
 		return err
+	}
+	if !s.cfg.ReadOnly {
+		s.newDirty = openNewFiles(filepath.Join(s.dir, "dirty"))
+		s.newPartial = openNewFiles(filepath.Join(s.dir, "partial"))
 	}
 	if s.cfg.CacheSize < 4*s.cs {
 		// Each chunk read needs a whole chunk in the cache, so chunks
@@ -652,6 +666,8 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.flushMu.Unlock()
+	s.newDirty.close()
+	s.newPartial.close()
 	if s.lease != nil && (err == nil || lostOnly) {
 		// With unpublished data left, the lease stays until it expires,
 		// so nobody else starts from the older manifest meanwhile (but
@@ -682,6 +698,8 @@ func (s *Store) Abandon() {
 		s.jf = nil
 	}
 	s.mu.Unlock()
+	s.newDirty.close()
+	s.newPartial.close()
 }
 
 // Stats returns the counters.
@@ -689,7 +707,8 @@ func (s *Store) Stats() Stats {
 	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Prefetched: s.prefetched.Load(),
 		PrefetchHits: s.prefetchHits.Load(), Uploads: s.uploads.Load(), Downloads: s.downloads.Load(),
 		UploadBytes: s.upBytes.Load(), DownloadBytes: s.downBytes.Load(), Publishes: s.publishes.Load(),
-		Deleted: s.deleted.Load(), Recovered: s.recovered.Load()}
+		Deleted: s.deleted.Load(), Recovered: s.recovered.Load(),
+		Writes: s.writes.Load(), WriteNanos: s.writeNanos.Load(), WriteMaxNanos: s.writeMax.Load()}
 }
 
 // ChunkSize is the store's chunk size.

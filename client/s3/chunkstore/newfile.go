@@ -1,0 +1,89 @@
+package chunkstore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/store/inodepool"
+)
+
+// A write that makes a chunk dirty needs a new file for it (dirty/I.X)
+// and, when the chunk is partial, a new record (partial/I.X). Making a
+// file allocates an inode, and on an ext4 without a journal (this
+// project's benchmark disk) that allocation walks past every inode freed
+// in the last ~30 s, one inode-table read at a time (fs/ext4/ialloc.c,
+// recently_deleted): the cache frees inodes all the time (evicted clean
+// chunks, uploaded dirty ones, fetch temp files), so the first write
+// into a chunk took about 1 ms in the mount under load against 0.05 ms
+// for the next one (docs/bench/profiles/cloudfs-write-*.txt). The files
+// come instead from a pool of unnamed files (O_TMPFILE,
+// store/inodepool) made in the background in each directory; the write
+// path only names one (linkat), which allocates nothing. A pooled file
+// is named before the write returns, so a killed gateway's next Open
+// finds it under the same name as before: recovery is unchanged. When a
+// pool is empty (or the file system cannot make unnamed files) the file
+// is made as before.
+
+// newFiles is one directory's pool.
+type newFiles struct {
+	dir  string
+	fd   int // the directory, open while the pool lives
+	pool *inodepool.Pool
+}
+
+// openNewFiles starts a pool in dir; nil when it cannot (the caller makes
+// files the ordinary way).
+func openNewFiles(dir string) *newFiles {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	p := inodepool.New(fd, 0o600)
+	if p == nil {
+		unix.Close(fd)
+		return nil
+	}
+	return &newFiles{dir: dir, fd: fd, pool: p}
+}
+
+// errNoPooled: no pooled file was ready (or there is no pool).
+var errNoPooled = errors.New("no pooled file")
+
+// create returns a new file named name in the pool's directory, holding
+// data (written before it is named), opened read-write; errNoPooled when
+// the pool is empty, fs.ErrExist when the name is taken.
+func (n *newFiles) create(name string, data []byte) (*os.File, error) {
+	if n == nil {
+		return nil, errNoPooled
+	}
+	fd := n.pool.Take()
+	if fd < 0 {
+		return nil, errNoPooled
+	}
+	if len(data) > 0 {
+		if _, err := unix.Pwrite(fd, data, 0); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
+	if err := inodepool.Link(fd, n.fd, name); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EEXIST) {
+			return nil, os.ErrExist
+		}
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(n.dir, name)), nil
+}
+
+// close stops the pool (its unnamed files are freed by the kernel).
+func (n *newFiles) close() {
+	if n == nil {
+		return
+	}
+	n.pool.Close()
+	unix.Close(n.fd)
+}
