@@ -27,15 +27,26 @@ import (
 // with readahead off (POSIX_FADV_RANDOM, which affects only that open
 // file): a read then brings in exactly the 4 KiB pages asked for, never a
 // large folio; and (2) the first time a process opens a given file as a
-// LUN, it drops the file's clean cached pages in the background
-// (fdatasync, then POSIX_FADV_DONTNEED), so that folios made before the
-// target served the file (by `dd` into it, an import, NFS or S3 reads with
-// readahead) are read back as pages. Dropping never loses data: dirty
-// pages are written first, and DONTNEED drops only clean ones; the
-// fdatasync is on the lock descriptor, so a write-back error it sees is
-// still reported to the LUN's own Sync (each open file has its own error
-// cursor). Later opens of the same file in the same process keep the
-// cache, which their own reads and writes have shaped.
+// LUN, it drops the file's clean cached pages, so that folios made before
+// the target served the file (by `dd` into it, an import, NFS or S3 reads
+// with readahead) are read back as pages. Dropping never loses data: dirty
+// pages are written first (sync_file_range on the lock descriptor, so a
+// write-back error it sees is still reported to the LUN's own Sync: each
+// open file has its own error cursor), and DONTNEED drops only clean ones.
+// Later opens of the same file in the same process keep the cache, which
+// their own reads and writes have shaped.
+//
+// The drop goes through the file in chunks of dropChunk bytes in the
+// background, so the open (the initiator's login) does not wait for it;
+// but a write into a chunk not yet dropped first drops that chunk itself
+// (dropRange): a write landing in a large folio before the drop would make
+// it dirty, DONTNEED would then skip it, and it would stay a large folio
+// with every later 4 KiB write into it paying the folio's price. The
+// QD 32 random-write profile right after login showed exactly that
+// (docs/bench/profiles/iscsi-randwrite-drop-*): ext4_block_write_begin at
+// 8-19 % of the target's CPU instead of too little to list. A write waits
+// at most for its own chunks' write-back and drop (plus the chunk the
+// background is on), not for the whole file's.
 //
 // The price: without readahead, cold sequential reads wait for each
 // request's own I/O, and warm 1 MiB reads copy from 256 pages instead of a
@@ -46,8 +57,23 @@ import (
 // slow to write randomly until it leaves the cache.
 
 // dropped holds the identity of every file whose cache this process has
-// already dropped at a LUN's open.
+// already dropped (or is dropping) at a LUN's open.
 var dropped sync.Map
+
+// dropChunk is the unit of the open-time drop (a multiple of the largest
+// folio, so no folio straddles two chunks).
+const dropChunk = 8 << 20
+
+// dropHook, when set (tests), runs in the background drop between the
+// write-back and the DONTNEED of each chunk.
+var dropHook func(k int)
+
+// cacheDrop is the state of a LUN's open-time drop.
+type cacheDrop struct {
+	fd   int // the lock descriptor; -1 once the LUN is closed
+	mu   sync.Mutex
+	done []bool // per chunk: dropped (or given up on)
+}
 
 // fileID names a file for dropped: device, inode and birth time (an inode
 // number freed by a deleted volume may be reused by a new one).
@@ -63,7 +89,7 @@ type fileID struct {
 func (l *LUN) openLocalCache(lockf *os.File) {
 	l.dropDone = make(chan struct{})
 	var st unix.Statx_t
-	if err := unix.Statx(int(lockf.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
+	if err := unix.Statx(int(lockf.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_SIZE, &st); err != nil {
 		close(l.dropDone)
 		return
 	}
@@ -85,14 +111,57 @@ func (l *LUN) openLocalCache(lockf *os.File) {
 		close(l.dropDone)
 		return
 	}
+	d := &cacheDrop{fd: int(lockf.Fd()), done: make([]bool, (int64(st.Size)+dropChunk-1)/dropChunk)}
+	l.drop = d
+	l.dropping.Store(true)
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		defer close(l.dropDone)
-		fd := int(lockf.Fd())
-		if unix.Fdatasync(fd) != nil {
-			return // DONTNEED would start write-back on its own; leave it
+		for k := range d.done {
+			select {
+			case <-l.stop:
+				// Closed before the end: the next open drops again.
+				dropped.Delete(id)
+				return
+			default:
+			}
+			d.mu.Lock()
+			d.dropChunk(k, dropHook)
+			d.mu.Unlock()
 		}
-		unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+		l.dropping.Store(false)
 	}()
+}
+
+// dropChunk writes back and drops chunk k unless that was done. d.mu is
+// held; hook (tests) runs between the two.
+func (d *cacheDrop) dropChunk(k int, hook func(int)) {
+	if d.done[k] || d.fd < 0 {
+		return
+	}
+	d.done[k] = true
+	off := int64(k) * dropChunk
+	if unix.SyncFileRange(d.fd, off, dropChunk, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER) != nil {
+		return // DONTNEED would start write-back on its own; leave it
+	}
+	if hook != nil {
+		hook(k)
+	}
+	unix.Fadvise(d.fd, off, dropChunk, unix.FADV_DONTNEED)
+}
+
+// dropRange drops the chunks of [off, off+n) the open-time drop has not
+// reached yet, before a write into them (see above). Cheap once the drop
+// is over (one atomic load, by the caller).
+func (l *LUN) dropRange(off, n int64) {
+	d := l.drop
+	if d == nil || n <= 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := off / dropChunk; k <= (off+n-1)/dropChunk && k < int64(len(d.done)); k++ {
+		d.dropChunk(int(k), nil)
+	}
 }

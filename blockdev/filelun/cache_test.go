@@ -96,3 +96,104 @@ func TestLUNCacheShape(t *testing.T) {
 		t.Fatalf("%d pages cached after the second open, want the %d read before kept", n, want)
 	}
 }
+
+// TestLUNDropBeforeWrite: a write into a part of the file the open-time
+// drop is working on waits for that part's drop. Otherwise a 4 KiB write
+// made between the drop's write-back and its DONTNEED lands in a large
+// folio (here made by 1 MiB writes before the open), makes it dirty, the
+// DONTNEED skips it, and the whole folio stays cached as one, with every
+// later 4 KiB write into it paying the folio's price (cache.go). The test
+// holds the drop of the first chunk in that gap while it writes (for at
+// most 500 ms: with the fix the writes cannot finish meanwhile).
+func TestLUNDropBeforeWrite(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	const size = 2 * dropChunk
+	if _, err := Create(ctx, st, "vols", "early", size); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(st.(store.LocalPather).Root(), "vols", "early")
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	pages := size / os.Getpagesize()
+	if n := testutil.ResidentPages(t, p, size); n < pages/2 {
+		t.Fatalf("precondition: only %d of %d pages cached right after writing", n, pages)
+	}
+
+	inGap := make(chan struct{})
+	written := make(chan error, 1)
+	dropHook = func(k int) {
+		if k != 0 {
+			return
+		}
+		close(inGap)
+		select {
+		case err := <-written:
+			written <- err // for the test below
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	defer func() { dropHook = nil }()
+	l, _, err := Open(ctx, st, "vols", "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// One 4 KiB write in each MiB of the first chunk, at 256 KiB into it.
+	const writes = dropChunk >> 20
+	w := make([]byte, 4096)
+	for i := range w {
+		w[i] = 0xa5
+	}
+	select {
+	case <-inGap:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the drop did not reach its first chunk in 30 s")
+	}
+	go func() {
+		var err error
+		for i := int64(0); i < writes && err == nil; i++ {
+			_, err = l.WriteAt(ctx, w, i<<20+256<<10)
+		}
+		written <- err
+	}()
+	select {
+	case <-l.dropDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("cache drop did not finish in 30 s")
+	}
+	select {
+	case err := <-written:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("writes did not finish in 30 s")
+	}
+	// Only the written pages are left (dirty, so never dropped); a write
+	// into a large folio would have kept the whole folio.
+	if n := testutil.ResidentPages(t, p, size); n > 2*writes {
+		t.Fatalf("%d pages cached after %d 4 KiB writes and the drop (want about %d: writes went into large folios made before the open)", n, writes, writes)
+	}
+	got := make([]byte, 4096)
+	for i := int64(0); i < writes; i++ {
+		if _, err := l.ReadAt(ctx, got, i<<20+256<<10); err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != 0xa5 || got[4095] != 0xa5 {
+			t.Fatalf("write %d not read back", i)
+		}
+	}
+}

@@ -45,6 +45,8 @@ type LUN struct {
 	// dropDone is closed when the open-time drop of the file's cache
 	// (cache.go) is over or was not needed; nil if not local.
 	dropDone chan struct{}
+	drop     *cacheDrop     // the open-time drop's chunks; nil if there is none
+	dropping atomic.Bool    // the open-time drop is under way: writes call dropRange
 	writes   chan *writeReq // to the writer goroutine; unbuffered (see WriteAt)
 	wmu      sync.Mutex     // held around every plain pwrite
 	pending  atomic.Int32   // plain writes in WriteAt
@@ -133,6 +135,9 @@ func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := l.check(p, off); err != nil {
 		return 0, err
+	}
+	if l.dropping.Load() {
+		l.dropRange(off, int64(len(p)))
 	}
 	// The only write in flight (queue depth 1, idle LUN): write here, with
 	// no hand-off to the writer thread and its wake-up latency. Under load
@@ -252,6 +257,9 @@ func (l *LUN) Unmap(ctx context.Context, off, n int64) error {
 			return err
 		}
 	}
+	if l.dropping.Load() {
+		l.dropRange(off, n)
+	}
 	zero := make([]byte, min(n, 1<<20))
 	for done := int64(0); done < n; {
 		c := min(int64(len(zero)), n-done)
@@ -317,6 +325,11 @@ func (l *LUN) Close() error {
 		l.closed.Store(true)
 		close(l.stop)
 		l.wg.Wait()
+		if d := l.drop; d != nil {
+			d.mu.Lock()
+			d.fd = -1 // the lock descriptor is closed below
+			d.mu.Unlock()
+		}
 		err = l.f.Close()
 		if l.rf != nil {
 			l.rf.Close()
