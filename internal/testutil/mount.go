@@ -10,10 +10,17 @@ import (
 	"time"
 )
 
-// IsMounted reports whether dir is a mount point of this mount namespace.
+// IsMounted reports whether dir is a mount point of this mount namespace:
+// the mount point field of a /proc/self/mountinfo line, not dir anywhere
+// in it (a mount's root or source may name it too).
 func IsMounted(dir string) bool {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return strings.Contains(string(b), " "+dir+" ")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
 }
 
 // Mount is a running `tristore mount` started by StartMount.

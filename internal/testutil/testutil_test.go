@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,5 +53,20 @@ func TestNeedXattr(t *testing.T) {
 	NeedXattr(t, dir)
 	if m, _ := filepath.Glob(filepath.Join(dir, ".xattr-probe-*")); len(m) != 0 {
 		t.Errorf("probe files left: %v", m)
+	}
+}
+
+// TestIsMounted: a tmpfs's mount point is mounted; a directory that only
+// stands in the mount's source field is not, nor one under the mount.
+func TestIsMounted(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	MountTmpfs(t, dir, "1m", other)
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !IsMounted(dir) || IsMounted(other) || IsMounted(sub) {
+		t.Fatalf("IsMounted: mount point %v (want true), its source %v, a directory under it %v (want false)",
+			IsMounted(dir), IsMounted(other), IsMounted(sub))
 	}
 }

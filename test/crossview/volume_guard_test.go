@@ -70,12 +70,12 @@ func mountNFS(t *testing.T, bin, addr string) string {
 			cmd.Process.Kill()
 			<-exited
 		}
-		if mounted(dir) {
+		if testutil.IsMounted(dir) {
 			exec.Command("umount", "-l", dir).Run()
 		}
 	})
 	for i := 0; i < 600; i++ { // up to 60 s
-		if mounted(dir) {
+		if testutil.IsMounted(dir) {
 			return dir
 		}
 		select {
@@ -86,16 +86,6 @@ func mountNFS(t *testing.T, bin, addr string) string {
 	}
 	t.Fatalf("not mounted after 60 s\n%s", logb.String())
 	return ""
-}
-
-func mounted(dir string) bool {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // TestServedVolumeGuardedAcrossViews: while an initiator is logged in to a

@@ -154,20 +154,6 @@ func TestCLIVsGanesha(t *testing.T) {
 	})
 }
 
-func isMounted(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
-}
-
 // TestCLIMount runs `tristore mount nfs://...` as a process, uses the mount,
 // and stops it with SIGINT: it must unmount and exit 0.
 func TestCLIMount(t *testing.T) {
@@ -201,13 +187,13 @@ func TestCLIMount(t *testing.T) {
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			t.Cleanup(func() {
-				if isMounted(dir) {
+				if testutil.IsMounted(dir) {
 					exec.Command("umount", "-l", dir).Run()
 				}
 				cmd.Process.Kill()
 			})
 			deadline := time.Now().Add(60 * time.Second)
-			for !isMounted(dir) {
+			for !testutil.IsMounted(dir) {
 				select {
 				case err := <-exited:
 					t.Fatalf("tristore mount exited early: %v\n%s", err, logb.String())
@@ -251,7 +237,7 @@ func TestCLIMount(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatalf("tristore mount did not exit after SIGINT:\n%s", logb.String())
 			}
-			if isMounted(dir) {
+			if testutil.IsMounted(dir) {
 				t.Fatal("still mounted after tristore mount exited")
 			}
 		})

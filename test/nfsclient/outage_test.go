@@ -42,14 +42,14 @@ func startCLIMount(t *testing.T, url string) *cliMount {
 	}
 	go func() { m.exited <- m.cmd.Wait() }()
 	t.Cleanup(func() {
-		if isMounted(m.dir) {
+		if testutil.IsMounted(m.dir) {
 			exec.Command("umount", "-l", m.dir).Run()
 		}
 		m.cmd.Process.Kill()
 		cancel()
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for !isMounted(m.dir) {
+	for !testutil.IsMounted(m.dir) {
 		select {
 		case err := <-m.exited:
 			t.Fatalf("tristore mount exited early: %v\n%s", err, m.log.String())
@@ -167,7 +167,7 @@ func testHardOutage(t *testing.T, query string) {
 		t.Fatalf("tristore mount did not exit within 20 s of SIGTERM during an outage:\n%s", m.log.String())
 	}
 	t.Logf("unmounted %v after SIGTERM with the server down", time.Since(start).Round(time.Millisecond))
-	if isMounted(m.dir) {
+	if testutil.IsMounted(m.dir) {
 		t.Fatal("still mounted after tristore mount exited")
 	}
 	if err, ok := blocked.wait(5 * time.Second); !ok || err == nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 const (
@@ -265,21 +267,6 @@ func (p *proc) stop(sig syscall.Signal, wait time.Duration) error {
 	return fmt.Errorf("%s (pid %d) did not exit %v after %v; killed: %s", p.name, p.cmd.Process.Pid, wait, sig, p.output())
 }
 
-// isMounted reports whether dir is a mount point (per /proc/self/mountinfo).
-func isMounted(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
-}
-
 // mountsUnder lists mount points at or below dir.
 func mountsUnder(dir string) []string {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
@@ -309,7 +296,7 @@ func startMount(ctx context.Context, s *server, name, url, dir, logPath, netns s
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		if isMounted(dir) {
+		if testutil.IsMounted(dir) {
 			if wantFile == "" {
 				return p, nil
 			}

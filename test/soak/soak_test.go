@@ -521,7 +521,7 @@ func (r *rig) mountExt4(ctx context.Context) error {
 	return err
 }
 
-func (r *rig) ext4Mounted() bool { return isMounted(r.ext4) }
+func (r *rig) ext4Mounted() bool { return testutil.IsMounted(r.ext4) }
 
 // dumpStacks sends SIGQUIT to the mounts and the server: each Go process
 // writes all its goroutines to its log (copied next to the summary) and
@@ -553,7 +553,7 @@ func (r *rig) dumpStacks() {
 }
 
 func (r *rig) umountExt4(ctx context.Context) error {
-	if !isMounted(r.ext4) {
+	if !testutil.IsMounted(r.ext4) {
 		return nil
 	}
 	_, err := run(ctx, 5*time.Minute, "", nil, "umount", r.ext4)
@@ -608,7 +608,7 @@ func (r *rig) startLink(bin string, st settings) (serverNS string, err error) {
 // mount, it ends the mount (I/O then fails instead of waiting) and
 // detaches the ext4 lazily.
 func (r *rig) dropExt4() {
-	if !isMounted(r.ext4) {
+	if !testutil.IsMounted(r.ext4) {
 		return
 	}
 	if _, err := run(context.Background(), time.Minute, "", nil, "umount", r.ext4); err != nil {
@@ -635,7 +635,7 @@ func (r *rig) teardown() {
 		}
 	}
 	for _, m := range []string{r.iscsiMnt, r.nfsMnt} {
-		if isMounted(m) {
+		if testutil.IsMounted(m) {
 			quiet("umount", "-l", m)
 		}
 	}
