@@ -329,13 +329,14 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		hookBeforeRename(target)
 	}
 	published := false // the rename and its directory fsyncs done
+	renamed := false   // the rename done
 	if !noReplace {
 		// The file this rename replaces is freed after the PUT, not in
 		// the rename (victim.go); without a journal it keeps a second
 		// name until the rename is durable and is then written as
 		// deleted.
 		victim := victimOf(target, b.noJournal, b.tmpDir, b.tempName)
-		defer func() { releaseVictim(victim, published) }()
+		defer func() { releaseVictim(victim, published, renamed) }()
 	}
 	rename := func() error {
 		if noReplace {
@@ -346,6 +347,7 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		if err := unix.Rename(tmp, target); err != nil {
 			return &os.LinkError{Op: "rename", Old: tmp, New: target, Err: err}
 		}
+		renamed = true
 		return nil
 	}
 	if around != nil {

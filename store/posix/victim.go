@@ -95,13 +95,19 @@ func victimOf(target string, noJournal bool, tmpDir func() string, tempName func
 	return v
 }
 
-// releaseVictim hands v to the drainer; retire says the rename that
-// replaced it is durable.
-func releaseVictim(v victim, retire bool) {
+// releaseVictim hands v to the drainer; durable says the rename that
+// replaced it is durable, renamed that it was done. A victim renamed over
+// but not made durable (an fsync failed) keeps its second name until the
+// next start: removing it could leave its old name on disk pointing at a
+// deleted inode.
+func releaseVictim(v victim, durable, renamed bool) {
 	if v.fd < 0 {
 		return
 	}
-	v.retire = retire
+	v.retire = durable
+	if renamed && !durable {
+		v.keep = ""
+	}
 	q := &victimQ
 	q.mu.Lock()
 	if len(q.vs) >= maxVictims {
