@@ -299,8 +299,16 @@ func (b *Backend) writeFileAtomic(path string, data []byte, sync bool) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	durable, renamed := false, false
+	if err == nil && sync && b.noJournal {
+		// The file replaced is kept until the rename is durable, as a
+		// replaced object's (victim.go).
+		victim := victimOf(path, true, b.tmpDir, b.tempName)
+		defer func() { releaseVictim(victim, durable, renamed) }()
+	}
 	if err == nil {
 		err = os.Rename(tmp, path)
+		renamed = err == nil
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -320,6 +328,7 @@ func (b *Backend) writeFileAtomic(path string, data []byte, sync bool) error {
 			return err
 		}
 	}
+	durable = true
 	return nil
 }
 

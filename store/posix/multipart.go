@@ -160,8 +160,7 @@ func (b *Backend) PutPartChecksums(ctx context.Context, bucket, key, uploadID st
 	}
 	h := md5.New()
 	if _, err := fill(ctx, f, r, size, h); err != nil {
-		f.Close()
-		os.Remove(f.Name())
+		b.dropTemp(f)
 		return store.PartInfo{}, err
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
@@ -171,8 +170,7 @@ func (b *Backend) PutPartChecksums(ctx context.Context, bucket, key, uploadID st
 	unlock := b.lockUpload(uploadID)
 	defer unlock()
 	if _, err := os.Stat(filepath.Join(dir, "info.json")); err != nil {
-		f.Close()
-		os.Remove(f.Name())
+		b.dropTemp(f)
 		return store.PartInfo{}, fmt.Errorf("%w: %s", store.ErrNoSuchUpload, uploadID)
 	}
 	st, err := b.publish(f, filepath.Join(dir, partName(number)), nil, rec)
@@ -305,8 +303,7 @@ func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID str
 	rec := &record{Parts: make([]partRec, len(chosen))}
 	for i, p := range chosen {
 		if err := b.appendPart(ctx, f, uploadID, p); err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			b.dropTemp(f)
 			return store.ObjectInfo{}, err
 		}
 		raw, _ := hex.DecodeString(p.ETag)

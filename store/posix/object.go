@@ -274,8 +274,7 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	var st unix.Stat_t
 	tmp := f.Name()
 	fail := func(err error) (unix.Stat_t, error) {
-		f.Close()
-		os.Remove(tmp)
+		b.dropTemp(f)
 		return st, fsErr(err)
 	}
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
@@ -429,8 +428,7 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 	}
 	h := md5.New()
 	if _, err := fill(ctx, f, r, size, h); err != nil {
-		f.Close()
-		os.Remove(f.Name())
+		b.dropTemp(f)
 		return store.ObjectInfo{}, err
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
@@ -477,8 +475,7 @@ func (b *Backend) publishKey(ctx context.Context, f *os.File, loc keyLoc, hidden
 		// or a volume: mode 0600 keeps other users out while the server
 		// can still read it (docs/s3.md, Encryption at rest).
 		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			b.dropTemp(f)
 			return unix.Stat_t{}, fsErr(err)
 		}
 	}
@@ -498,8 +495,7 @@ func (b *Backend) publishKeyNow(f *os.File, loc keyLoc, hidden bool, changed []s
 			other = loc.plain
 		}
 		if other != "" && isRegularAt(other) {
-			f.Close()
-			os.Remove(f.Name())
+			b.dropTemp(f)
 			return unix.Stat_t{}, fmt.Errorf("%w: %s/%s exists", store.ErrPreconditionFailed, loc.bucket, loc.key)
 		}
 	}
@@ -514,8 +510,7 @@ func (b *Backend) publishKeyNow(f *os.File, loc keyLoc, hidden bool, changed []s
 		}
 		c, err := mkdirParents(b.bucketPath(loc.bucket), filepath.Dir(loc.hidden))
 		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			b.dropTemp(f)
 			return st, err
 		}
 		changed = append(changed, c...)

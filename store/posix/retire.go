@@ -121,3 +121,25 @@ func (b *Backend) settleStartup() {
 		}
 	}
 }
+
+// dropTemp closes and removes the temp file f of a write that failed. Its
+// name may already be on disk (another file's fsync in the directory
+// writes the directory) and its inode too (fsynced before a rename that
+// then failed), so without a journal the removal is made durable before
+// the inode is let go, and the inode is written as deleted (as
+// removeAllRetired): otherwise the freed inode, reused as a new directory
+// or object, could be named twice after a power cut and e2fsck keep the
+// temp name instead of the real one.
+func (b *Backend) dropTemp(f *os.File) {
+	name := f.Name()
+	if !b.noJournal {
+		f.Close()
+		os.Remove(name)
+		return
+	}
+	if os.Remove(name) == nil {
+		fsyncDir(filepath.Dir(name)) // best effort, as the removal itself
+		fsjournal.Retire(int(f.Fd()))
+	}
+	f.Close()
+}
