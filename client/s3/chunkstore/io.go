@@ -541,20 +541,22 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	}
 	s.mu.Unlock()
 	whole := co == 0 && (int64(len(data)) >= s.cs || idx*s.cs+int64(len(data)) >= size)
-	d, err := s.makeDirty(ctx, ino, idx, whole)
+	d, wrote, err := s.makeDirty(ctx, ino, idx, whole, data, co)
 	if err != nil {
 		return false, err
 	}
-	f, err := s.dirtyFile(ino, idx, d)
-	if err != nil {
-		return false, err
-	}
-	_, err = f.WriteAt(data, co)
-	if err != nil && errors.Is(noSpace(err), ErrNoSpace) && s.cache.shed(int64(len(data))+s.cs) {
-		_, err = f.WriteAt(data, co) // the disk filled before the limit: clean chunks made room
-	}
-	if err != nil {
-		return false, fmt.Errorf("cache: %w", noSpace(err))
+	if !wrote {
+		f, err := s.dirtyFile(ino, idx, d)
+		if err != nil {
+			return false, err
+		}
+		_, err = f.WriteAt(data, co)
+		if err != nil && errors.Is(noSpace(err), ErrNoSpace) && s.cache.shed(int64(len(data))+s.cs) {
+			_, err = f.WriteAt(data, co) // the disk filled before the limit: clean chunks made room
+		}
+		if err != nil {
+			return false, fmt.Errorf("cache: %w", noSpace(err))
+		}
 	}
 	s.mu.Lock()
 	d.ver++
@@ -593,22 +595,25 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 }
 
 // makeDirty returns chunk idx's dirty state, creating it when the chunk
-// is clean: an empty dirty file with the chunk's object as its base and
-// all of it missing (a partial chunk, partial.go), whether the object is
-// cached or not, so that a write never copies or fetches a chunk. Nothing
-// is missing when the chunk is a hole or whole (the caller overwrites all
-// of it). The caller holds the chunk lock.
-func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool) (*dirtyChunk, error) {
+// is clean: a dirty file with the chunk's object as its base and all of
+// it missing (a partial chunk, partial.go), whether the object is cached
+// or not, so that a write never copies or fetches a chunk. Nothing is
+// missing when the chunk is a hole or whole (the caller overwrites all
+// of it). With data (the write that makes the chunk dirty, at co) and a
+// pooled file ready, the new file is named with data already in it and
+// the record already without the written range, and wrote is true: the
+// caller's write is done. The caller holds the chunk lock.
+func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool, data []byte, co int64) (*dirtyChunk, bool, error) {
 	s.mu.Lock()
 	in := s.m.Inodes[ino]
 	if in == nil {
 		s.mu.Unlock()
-		return nil, ErrNotExist
+		return nil, false, ErrNotExist
 	}
 	st := s.istate(ino)
 	if d := st.dirty[idx]; d != nil {
 		s.mu.Unlock()
-		return d, nil
+		return d, false, nil
 	}
 	h := in.Chunks[idx]
 	bound := max(0, min(s.cs, in.Size-idx*s.cs))
@@ -617,11 +622,38 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 	if h != "" && !whole && bound > 0 {
 		d.base, d.miss = h, []span{{0, bound}}
 	}
+	path := s.dirtyPath(ino, idx)
+	if f := s.takeForWrite(data); f != nil {
+		// The write goes into an unnamed file (newfile.go) and the
+		// record says at once which bytes are the file's own; the
+		// record is named before the file, so a crash in between
+		// leaves a record without a file (dropped at Open), never a
+		// file whose record is missing.
+		miss := without(d.miss, co, co+int64(len(data)))
+		_, err := f.WriteAt(data, co)
+		if err == nil {
+			err = s.setMiss(ino, idx, d, d.base, miss)
+			if err == nil {
+				if err = s.newDirty.link(f, filepath.Base(path)); err == nil {
+					if d.miss = miss; len(miss) == 0 {
+						d.base = ""
+					}
+					d.f = f
+					s.mu.Lock()
+					st.dirty[idx] = d
+					s.mu.Unlock()
+					return d, true, nil
+				}
+				d.closeFiles()
+				s.saveMiss(ino, idx, "", nil)
+			}
+		}
+		f.Close() // and the ordinary way below
+	}
 	// The record goes first: a dirty file without one is complete.
 	if err := s.setMiss(ino, idx, d, d.base, d.miss); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	path := s.dirtyPath(ino, idx)
 	// A pooled file when one is ready (newfile.go), else a new one.
 	f, err := s.newDirty.create(filepath.Base(path), nil)
 	if err != nil {
@@ -630,13 +662,22 @@ func (s *Store) makeDirty(ctx context.Context, ino uint64, idx int64, whole bool
 	if err != nil {
 		d.closeFiles()
 		s.saveMiss(ino, idx, "", nil)
-		return nil, noSpace(err)
+		return nil, false, noSpace(err)
 	}
 	d.f = f
 	s.mu.Lock()
 	st.dirty[idx] = d
 	s.mu.Unlock()
-	return d, nil
+	return d, false, nil
+}
+
+// takeForWrite is an unnamed file for a chunk's first write (data), or
+// nil when there is no write or no pooled file.
+func (s *Store) takeForWrite(data []byte) *os.File {
+	if len(data) == 0 {
+		return nil
+	}
+	return s.newDirty.take()
 }
 
 // dropDirty forgets chunk idx's dirty data; the caller holds the chunk
@@ -717,7 +758,7 @@ func (s *Store) Truncate(ctx context.Context, ino uint64, size int64) error {
 		idx := size / s.cs
 		lk := s.chunkLock(ino, idx)
 		lk.Lock()
-		d, err := s.makeDirty(ctx, ino, idx, false)
+		d, _, err := s.makeDirty(ctx, ino, idx, false, nil, 0)
 		if err == nil {
 			var f *os.File
 			if f, err = s.dirtyFile(ino, idx, d); err == nil {
@@ -824,7 +865,7 @@ func (s *Store) seal(ctx context.Context, ino uint64, oldSize int64) error {
 		return nil
 	}
 	s.mu.Unlock()
-	d, err := s.makeDirty(ctx, ino, idx, false)
+	d, _, err := s.makeDirty(ctx, ino, idx, false, nil, 0)
 	if err != nil {
 		return err
 	}
