@@ -109,8 +109,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	if !vfs.DirSyncKeepsNewInodes(dataDir) {
 		log.Warn("the data directory's file system is not known to journal its metadata (ext4 with a journal and XFS are): "+
-			"after a power cut it must be checked (fsck -y) before it is mounted again, and S3 keys removed or replaced "+
-			"shortly before the cut can come back wrong (docs/durability.md)", "data", dataDir)
+			"after a power cut it must be checked (fsck -y) before it is mounted again, and removals and overwrites "+
+			"cost extra fsyncs to stay safe there (docs/durability.md)", "data", dataDir)
 	}
 	st, err := posix.Open(dataDir, posix.Options{Log: log})
 	if err != nil {
