@@ -42,8 +42,9 @@ type Options struct {
 	GIDs     []uint32
 	// Machine is the AUTH_SYS machine name; default os.Hostname().
 	Machine string
-	// Rsize and Wsize bound READ and WRITE payloads (default 1 MiB); Mount
-	// lowers them to the server's rtmax/wtmax.
+	// Rsize and Wsize bound READ and WRITE payloads (default: NFSv3 READs
+	// 4 MiB, WRITEs and NFSv4 1 MiB); Mount lowers them to the server's
+	// rtmax/wtmax.
 	Rsize, Wsize uint32
 	// Timeout and Retries are nfs(5)'s timeo and retrans over TCP: the
 	// first attempt of a call may take Timeout (default 60 s), the next
@@ -93,6 +94,9 @@ type Client struct {
 // Dial connects to the NFS service at addr (host:port). It does not mount;
 // call Mount for the root handle of an export.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	if opts.Rsize == 0 {
+		opts.Rsize = defaultRsize3
+	}
 	opts, cred, err := prepare(opts)
 	if err != nil {
 		return nil, err
@@ -308,3 +312,7 @@ func (c *Client) Calls() int64 {
 func (c *Client) Null(ctx context.Context) error {
 	return c.callNFS(ctx, "NULL", nfs3.ProcNull, true, nil, nil)
 }
+
+// defaultRsize3 is the NFSv3 READ size asked for when Options.Rsize is 0;
+// Mount lowers it to the server's rtmax (1 MiB for knfsd).
+const defaultRsize3 = 4 << 20

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -234,5 +235,45 @@ func TestReadAbandonedWhileDataArrives(t *testing.T) {
 	q := make([]byte, 2)
 	if got, eof, err := c.Read(context.Background(), FH{1}, 0, q); err != nil || got != 2 || !eof || string(q) != "ok" {
 		t.Fatalf("next Read: %d %v %q %v", got, eof, q, err)
+	}
+}
+
+// Without Options.Rsize, NFSv3 READs ask for 4 MiB (Mount lowers that to
+// the server's rtmax): a 16 MiB ReadAt is 4 READs, not 16 of 1 MiB.
+func TestDefaultRsize(t *testing.T) {
+	const mib = 1 << 20
+	var mu sync.Mutex
+	var counts []uint32
+	f := &fakeServer{}
+	f.handle = func(call sunrpc.Call, r *sunrpc.Reader) ([]byte, bool) {
+		var a nfs3.ReadArgs
+		a.Decode(r)
+		mu.Lock()
+		counts = append(counts, a.Count)
+		mu.Unlock()
+		return readReply(call.XID, 0, true, false, pattern(a.Offset, int(a.Count))), false
+	}
+	c := fakeClient(t, f, Options{})
+	if c.Rsize() != 4*mib || c.Wsize() != mib {
+		t.Fatalf("default rsize/wsize %d/%d, want 4 MiB / 1 MiB", c.Rsize(), c.Wsize())
+	}
+	p := make([]byte, 16*mib)
+	if n, err := c.ReadAt(context.Background(), FH{1}, p, 0); err != nil || n != len(p) {
+		t.Fatalf("ReadAt: %d %v", n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(counts) != 4 {
+		t.Fatalf("%d READs (%v), want 4 of 4 MiB", len(counts), counts)
+	}
+	for _, n := range counts {
+		if n != 4*mib {
+			t.Fatalf("READ counts %v, want 4 MiB each", counts)
+		}
+	}
+	for off := 0; off < len(p); off += 4 * mib {
+		if !bytes.Equal(p[off:off+4*mib], pattern(uint64(off), 4*mib)) {
+			t.Fatalf("4 MiB at %d differs", off)
+		}
 	}
 }

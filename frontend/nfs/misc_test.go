@@ -157,19 +157,24 @@ func TestShutdownWithOpenConnections(t *testing.T) {
 	}
 }
 
-// TestLargeReads covers the sendfile READ path: whole, partial at EOF,
-// past EOF, unaligned lengths (XDR padding).
+// TestLargeReads covers large READs: whole, up to rtmax (4 MiB, above the
+// 1 MiB wtmax), partial at EOF, past EOF, unaligned lengths (XDR padding).
 func TestLargeReads(t *testing.T) {
 	dir := t.TempDir()
 	_, addr := testServer(t, dir)
 	c := dial(t, addr)
 	root := c.mount("/")
-	data := make([]byte, 3<<20+3)
+	data := make([]byte, 5<<20+3)
 	for i := range data {
 		data[i] = byte(i*7 + i>>11)
 	}
 	os.WriteFile(filepath.Join(dir, "big"), data, 0o644)
 	fh := lookup(c, root, "big").FH
+	var fi nfs3.FsinfoRes
+	c.nfs(nfs3.ProcFsinfo, &nfs3.GetattrArgs{FH: root}, &fi)
+	if fi.RtMax != 4<<20 {
+		t.Fatalf("FSINFO rtmax %d, want 4 MiB", fi.RtMax)
+	}
 	for _, tc := range []struct {
 		off   uint64
 		count uint32
@@ -177,10 +182,13 @@ func TestLargeReads(t *testing.T) {
 		eof   bool
 	}{
 		{0, 1 << 20, 1 << 20, false},
-		{1 << 20, 2 << 20, 1 << 20, false}, // capped at rtmax
-		{3 << 20, 1 << 20, 3, true},        // unaligned tail
-		{3<<20 - 5, 100 << 10, 8, true},
-		{4 << 20, 1 << 20, 0, true}, // past EOF
+		{1 << 20, 2 << 20, 2 << 20, false},
+		{1 << 20, 4 << 20, 4 << 20, false},
+		{0, 8 << 20, 4 << 20, false}, // capped at rtmax
+		{3 << 20, 4 << 20, 2<<20 + 3, true},
+		{5 << 20, 1 << 20, 3, true}, // unaligned tail
+		{5<<20 - 5, 100 << 10, 8, true},
+		{6 << 20, 1 << 20, 0, true}, // past EOF
 	} {
 		got, eof := read(t, c, fh, tc.off, tc.count)
 		if len(got) != tc.n || eof != tc.eof {
@@ -209,5 +217,44 @@ func TestMetrics(t *testing.T) {
 	}
 	if testutil.ToFloat64(s.metrics.calls.WithLabelValues("mount", "MNT", "SUCCESS")) != 1 {
 		t.Fatal("MNT not counted")
+	}
+}
+
+// A READ over 1 MiB holds a 4 MiB buffer until its reply is sent, so it
+// takes that from the server's call-memory budget (MaxInFlightBytes); when
+// the budget has no room it is answered short, with 1 MiB (the client asks
+// again for the rest), and the budget is given back after each reply.
+func TestLargeReadMemoryBudget(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 6<<20)
+	for i := range data {
+		data[i] = byte(i*13 + i>>12)
+	}
+	os.WriteFile(filepath.Join(dir, "big"), data, 0o644)
+	for _, tc := range []struct {
+		budget int64
+		n      int
+	}{
+		{3 << 20, 1 << 20}, // no room for a 4 MiB buffer: short READ
+		{5 << 20, 4 << 20}, // room for one at a time
+	} {
+		s, addr := serveOpts(t, Options{DataDir: dir, MaxInFlightBytes: tc.budget})
+		c := dial(t, addr.String())
+		fh := lookup(c, c.mount("/"), "big").FH
+		for i := 0; i < 3; i++ { // the budget comes back after each reply
+			got, eof := read(t, c, fh, 1<<20, 4<<20)
+			if len(got) != tc.n || eof || !bytes.Equal(got, data[1<<20:1<<20+tc.n]) {
+				t.Fatalf("budget %d MiB, READ %d: %d bytes (eof %v), want %d", tc.budget>>20, i, len(got), eof, tc.n)
+			}
+		}
+		// The server gives the budget back just after the reply leaves.
+		back := false
+		for end := time.Now().Add(5 * time.Second); !back && time.Now().Before(end); time.Sleep(time.Millisecond) {
+			back = s.mem.TryAcquire(tc.budget)
+		}
+		if !back {
+			t.Fatalf("budget %d MiB: not all given back after the READs", tc.budget>>20)
+		}
+		s.mem.Release(tc.budget)
 	}
 }

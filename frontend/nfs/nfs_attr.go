@@ -154,7 +154,7 @@ func nfsFsinfo(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) erro
 		st = statusOf(err)
 		if st == nfs3.OK {
 			res.Attr = postOp(&a)
-			res.RtMax, res.RtPref, res.RtMult = maxIO, prefIO, 4096
+			res.RtMax, res.RtPref, res.RtMult = maxRead, prefIO, 4096
 			res.WtMax, res.WtPref, res.WtMult = maxIO, prefIO, 4096
 			res.DtPref = dirPref
 			res.MaxFileSize = 1<<44 - 1 // ext4 with 4 KiB blocks: 16 TiB

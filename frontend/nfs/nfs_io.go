@@ -26,7 +26,14 @@ import (
 // Every WRITE/COMMIT reply carries the server's write verifier (its start
 // time): a client that sees it change re-sends its uncommitted writes.
 
-var readBufs = sync.Pool{New: func() any { b := make([]byte, maxIO); return &b }}
+// READ buffers: up to maxIO from readBufs; larger READs (up to maxRead)
+// take a buffer from bigReadBufs only while the server's budget for call
+// memory (Options.MaxInFlightBytes) has room for it, else they are cut to
+// maxIO (a short READ, which clients continue).
+var (
+	readBufs    = sync.Pool{New: func() any { b := make([]byte, maxIO); return &b }}
+	bigReadBufs = sync.Pool{New: func() any { b := make([]byte, maxRead); return &b }}
+)
 
 // readPaths counts how READs were answered (tests check which path a READ
 // took): with sendfile, copied on the connection's reading goroutine
@@ -44,12 +51,22 @@ func nfsRead(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error 
 		return readSendfile(e, cred, &args, req, w)
 	}
 	if st == nfs3.OK {
-		count := args.Count
+		count := min(args.Count, maxRead)
+		pool := &readBufs
 		if count > maxIO {
-			count = maxIO
+			if s.mem.TryAcquire(maxRead) {
+				pool = &bigReadBufs
+			} else {
+				count = maxIO
+			}
 		}
-		bp := readBufs.Get().(*[]byte)
-		req.release = func() { readBufs.Put(bp) }
+		bp := pool.Get().(*[]byte)
+		req.release = func() {
+			pool.Put(bp)
+			if pool == &bigReadBufs {
+				s.mem.Release(maxRead)
+			}
+		}
 		read := e.fs.Read
 		if req.inline {
 			read = e.fs.ReadCached
@@ -176,7 +193,7 @@ func readSendfile(e *Export, cred vfs.Cred, args *nfs3.ReadArgs, req *request, w
 	}
 	req.release = func() { f.Close() }
 	readPaths.sendfile.Add(1)
-	count := uint64(min(args.Count, maxIO))
+	count := uint64(min(args.Count, maxRead))
 	if args.Offset >= a.Size {
 		count = 0
 	} else {

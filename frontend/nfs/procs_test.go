@@ -319,7 +319,7 @@ func TestAllProcedures(t *testing.T) {
 	var fi nfs3.FsinfoRes
 	c.nfs(nfs3.ProcFsinfo, &nfs3.GetattrArgs{FH: root}, &fi)
 	mustOK(t, "FSINFO", fi.Status)
-	if fi.RtMax != 1<<20 || fi.WtMax != 1<<20 || fi.Properties&nfs3.FSFCanSetTime == 0 {
+	if fi.RtMax != maxRead || fi.WtMax != 1<<20 || fi.Properties&nfs3.FSFCanSetTime == 0 {
 		t.Fatalf("FSINFO %+v", fi)
 	}
 	var pc nfs3.PathconfRes

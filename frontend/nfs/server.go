@@ -77,7 +77,11 @@ type Options struct {
 
 // Limits the server advertises in FSINFO and enforces.
 const (
-	maxIO     = 1 << 20 // rtmax/wtmax: a 1 MiB READ/WRITE fits in DefaultMaxRecord
+	maxIO = 1 << 20 // wtmax (a 1 MiB WRITE fits in DefaultMaxRecord), NFSv4 READ/WRITE
+	// maxRead is the v3 rtmax. A READ call is small whatever it asks
+	// for, so its size is not bound by MaxRecord; a larger READ costs the
+	// server and the client less per byte (see nfsRead).
+	maxRead   = 4 << 20
 	prefIO    = 1 << 20
 	dirPref   = 64 << 10
 	maxReaddr = 1 << 20 // cap on READDIR count/maxcount we honour

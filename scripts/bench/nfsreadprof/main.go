@@ -43,6 +43,7 @@ type side struct {
 	c                                    *nfs.Client
 	fh                                   nfs.FH
 	mbps                                 []float64
+	prev                                 string    // the last -rewrite file, removed at the next
 	pid                                  int       // server process, for its CPU time per read
 	cliCPU, srvCPU                       []float64 // ms of CPU per read
 }
@@ -79,7 +80,9 @@ func main() {
 	var pids []string
 	flag.Func("pid", "name=PID: the server process of side name, whose CPU time per read is reported (repeat)", func(v string) error { pids = append(pids, v); return nil })
 	freshBuf := flag.Bool("freshbuf", false, "read into a newly allocated buffer each time (as tristore nfs bench does: the page faults count)")
+	freshPages := flag.Bool("freshpages", false, "read into newly mapped anonymous memory each time, never touched before (as tristore nfs bench does in a new process: the kernel faults its pages in during the READs)")
 	freshConn := flag.Bool("freshconn", false, "read over a new connection each time (as tristore nfs bench does)")
+	rewrite := flag.Bool("rewrite", false, "before each read, write the file anew (a new file, UNSTABLE WRITEs + COMMIT) as tristore nfs bench does: its read is the first after the write")
 	existing := flag.String("file", "", "read this existing file (in each export's root, -size MiB long; its content is not checked) instead of writing one")
 	shape := flag.Bool("shape", false, "report the page-cache shape of each side's file (needs the local dir; root)")
 	flag.Parse()
@@ -91,6 +94,7 @@ func main() {
 		return
 	}
 	ctx := context.Background()
+	mode := uint32(0o644)
 	for _, v := range pids {
 		name, p, _ := strings.Cut(v, "=")
 		for _, s := range ss {
@@ -110,7 +114,6 @@ func main() {
 		must(err)
 		root, err := c.Mount(ctx, s.export)
 		must(err)
-		mode := uint32(0o644)
 		var fh nfs.FH
 		if *existing != "" {
 			fh, _, err = c.Lookup(ctx, root, *existing)
@@ -130,13 +133,6 @@ func main() {
 	for r := 0; r < *reads; r++ {
 		for i := range ss {
 			s := ss[(i+r)%len(ss)]
-			var prof *os.File
-			if *cpuprof != "" {
-				var err error
-				prof, err = os.Create(filepath.Join(*cpuprof, fmt.Sprintf("%s-%03d.pprof", s.name, r)))
-				must(err)
-				must(pprof.StartCPUProfile(prof))
-			}
 			c := s.c
 			if *freshConn {
 				var err error
@@ -145,8 +141,32 @@ func main() {
 				_, err = c.Mount(ctx, s.export)
 				must(err)
 			}
+			if *rewrite && *existing == "" {
+				root, err := c.Mount(ctx, s.export)
+				must(err)
+				rn := fmt.Sprintf("%s-r%d", name, r)
+				fh, _, err := c.Create(ctx, root, rn, nfs.Guarded, nfs.SetAttr{Mode: &mode}, nfs.Verifier{})
+				must(err)
+				must(c.WriteFile(ctx, fh, data, nfs.Unstable))
+				if s.prev != "" {
+					c.Remove(ctx, root, s.prev)
+				}
+				s.prev, s.fh = rn, fh
+			}
 			if *freshBuf {
 				back = make([]byte, size)
+			}
+			if *freshPages {
+				m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				must(err)
+				back = m
+			}
+			var prof *os.File
+			if *cpuprof != "" {
+				var err error
+				prof, err = os.Create(filepath.Join(*cpuprof, fmt.Sprintf("%s-%03d.pprof", s.name, r)))
+				must(err)
+				must(pprof.StartCPUProfile(prof))
 			}
 			c0, s0 := selfCPU(), procCPU(s.pid)
 			t0 := time.Now()
@@ -168,9 +188,17 @@ func main() {
 				must(fmt.Errorf("%s: read back differs", s.name))
 			}
 			s.mbps = append(s.mbps, float64(size)/1e6/d.Seconds())
+			if *freshPages {
+				unix.Munmap(back)
+			}
 		}
 	}
 	for _, s := range ss {
+		if s.prev != "" {
+			if root, err := s.c.Mount(ctx, s.export); err == nil {
+				s.c.Remove(ctx, root, s.prev)
+			}
+		}
 		if *shape && s.local != "" {
 			fmt.Printf("%s after reads: %s\n", s.name, folioShape(filepath.Join(s.local, cmp.Or(*existing, name))))
 		}
