@@ -54,6 +54,7 @@ type dirCounters struct {
 	delivered, deliveredBytes atomic.Uint64
 	droppedLoss, droppedQueue atomic.Uint64
 	supers                    atomic.Uint64 // TCP super-packets among packets (tests: offload at work)
+	writes                    atomic.Uint64 // frames written (tests: joined at delivery)
 	serverPortIsDst           bool
 	mu                        sync.RWMutex
 	ports                     map[uint16]*portCount
@@ -125,6 +126,7 @@ func (d *dirCounters) drop(v Verdict) {
 
 // delivered1 counts one write of segs packets, wire IP bytes in all.
 func (d *dirCounters) delivered1(segs, wire int) {
+	d.writes.Add(1)
 	d.delivered.Add(uint64(segs))
 	d.deliveredBytes.Add(uint64(wire))
 }

@@ -274,15 +274,43 @@ func (f *forwarder) pushParts(d *fwdDir, p *Packet, sp superPacket) {
 	f.pool.put(p)
 }
 
-// deliver writes d's packets due by now (+ slack), in due order.
+// deliver writes d's packets due by now (+ slack), in due order. With
+// offload, a TCP frame and the frames right behind it that are due by now
+// too and continue its stream go out as one super-packet (join.go).
 func (f *forwarder) deliver(d *fwdDir, now int64) {
 	limit := now + int64(slack)
 	for len(d.h) > 0 && d.h[0].Due <= limit {
 		p := heap.Pop(&d.h).(*Packet)
+		if f.hdr > 0 {
+			f.join(d, p, limit)
+		}
 		if _, err := unix.Write(d.to, p.Data); err == nil {
 			d.ctr.delivered1(p.segs, p.wire)
 		}
 		f.pool.put(p)
+	}
+}
+
+// join appends to p the frames at the head of d's queue, due by limit,
+// that continue p's TCP stream (joinable), and recycles them.
+func (f *forwarder) join(d *fwdDir, p *Packet, limit int64) {
+	a, ok := parseTCPFrame(p.Data)
+	for ok && len(d.h) > 0 && d.h[0].Due <= limit {
+		q := d.h[0]
+		b, okb := parseTCPFrame(q.Data)
+		if !okb {
+			return
+		}
+		mss, okj := joinable(a, b)
+		if !okj {
+			return
+		}
+		heap.Pop(&d.h)
+		p.Data = joinFrames(p.buf, a, b, mss)
+		p.segs += q.segs
+		p.wire += q.wire
+		f.pool.put(q)
+		a, ok = parseTCPFrame(p.Data)
 	}
 }
 
