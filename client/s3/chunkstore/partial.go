@@ -30,10 +30,11 @@ import (
 // A chunk whose writes cover all of its missing ranges is never fetched.
 //
 // The record lives in partial/<ino>.<idx> beside dirty/<ino>.<idx>: it is
-// written (temp file + rename) before the dirty file exists and after
-// every write that covers a missing range, and removed once the file is
-// complete, so a killed gateway's next Open knows which bytes of each
-// dirty file are its own (see adopt).
+// named before the dirty file is (a pooled unnamed file, newfile.go, or
+// a temp file + rename), rewritten after every write that covers a
+// missing range, and removed once the file is complete, so a killed
+// gateway's next Open knows which bytes of each dirty file are its own
+// (see adopt).
 
 // span is the byte range [A, B) of a chunk.
 type span struct{ A, B int64 }
