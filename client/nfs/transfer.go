@@ -97,6 +97,9 @@ func (c *Client) ReadAt(ctx context.Context, fh FH, p []byte, off uint64) (int, 
 	var mu sync.Mutex
 	end := len(p) // lowest offset (relative) at which EOF was seen
 	err := chunks(ctx, off, len(p), rs, c.opts.Parallel, func(ctx context.Context, o uint64, lo, hi int) error {
+		// While this READ waits behind the others in flight, its part of p
+		// is faulted in on another goroutine (see prefault).
+		go prefault(p[lo:hi])
 		got := 0
 		// A server may return fewer bytes than asked without EOF; ask again
 		// for the rest (bounded: each round makes progress or stops).
