@@ -1,7 +1,9 @@
 package vfs
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -535,10 +537,15 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 		}
 		defer dst.Release()
 	}
+	// No journal: the file replaced keeps a second name until the rename
+	// is durable (keepReplaced).
+	keep := fs.keepReplaced(dst, to0)
+	renamed := false
 	err = fs.as(c, func() error {
 		if err := unix.Renameat(fo.fd, fromName, to0.fd, toName); err != nil {
 			return err
 		}
+		renamed = true
 		if fs.index != nil {
 			var st unix.Stat_t
 			if unix.Fstatat(to0.fd, toName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
@@ -555,10 +562,43 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 		}
 	}
 	err = fs.commitMeta(err, fo, "")
+	if keep != "" && (err == nil || !renamed) {
+		// Its other name goes for good before the inode can be freed;
+		// after a failed commit it stays (the store's start-up walk
+		// removes it).
+		if unix.Unlinkat(to0.fd, keep, 0) == nil && err == nil {
+			err = fsyncObj(to0)
+		}
+	}
 	if err == nil && !fs.async {
 		dst.Retire() // the replaced file, once the rename is durable (inuse)
 	}
 	return from, to, err
+}
+
+// keepReplaced, on a file system without a journal, links the file a
+// RENAME is about to replace (dst, held) under a new reserved name in
+// to's directory and returns that name ("" when there is nothing to do or
+// the link failed). A rename over a file drops the old inode's link count
+// to 0 in its inode table block at once, and any other file's fsync can
+// write that block before the commit writes the directory: after a power
+// cut the target's old name would point at a deleted inode and e2fsck
+// would clear it, losing the file a RENAME in flight was replacing (old or
+// new were allowed). With the second name the count stays at 1 until the
+// rename is durable. The name is hidden (ReservedPrefix) and, if a crash
+// leaves it, removed by the store's start-up walk of stale temp names
+// (store/posix tempfiles.go: a name without an incarnation is stale).
+func (fs *FS) keepReplaced(dst *inuse.Change, to *obj) string {
+	if dst == nil || fs.async || fs.dirSyncKeepsInodes {
+		return ""
+	}
+	var r [8]byte
+	rand.Read(r[:])
+	name := ReservedPrefix + "-tmp-" + hex.EncodeToString(r[:])
+	if dst.LinkAt(to.fd, name) != nil {
+		return ""
+	}
+	return name
 }
 
 // Link makes a hard link to h as name in dir.

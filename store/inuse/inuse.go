@@ -152,6 +152,17 @@ func (c *Change) Retire() {
 	}
 }
 
+// LinkAt gives the locked file another name, name in the directory open
+// as dirfd: a hard link of this very inode (made through /proc, so not of
+// whatever the old name holds by now), for a caller that keeps a file it
+// replaces named until the replacement is durable (vfs Rename).
+func (c *Change) LinkAt(dirfd int, name string) error {
+	if c == nil || c.fd < 0 {
+		return unix.EBADF
+	}
+	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", c.fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
+}
+
 // Same reports whether the locked inode is st's.
 func (c *Change) Same(st *unix.Stat_t) bool {
 	return c != nil && st != nil && uint64(st.Dev) == c.Dev && st.Ino == c.Ino
