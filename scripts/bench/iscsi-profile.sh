@@ -17,6 +17,11 @@
 #      server down, so its IOPS are not a figure, only the calls per I/O;
 #   4. with PERF=1, `perf record -g -p` of the server, kernel included
 #      (OUTPREFIX.perf.txt: perf report --children, top 60 symbols).
+# The first load (a 2 s warm-up of PATTERN) starts right after the
+# initiator's first login, while the LUN's open-time cache drop may still
+# be running (blockdev/filelun/cache.go). READ_FIRST=N puts N seconds of
+# 4 KiB random reads at QD 1 and 3 s of quiet before it, so the drop is
+# over when PATTERN starts.
 set -euo pipefail
 BIN=$(realpath "$1")
 OUT=$2
@@ -56,8 +61,12 @@ bench() {
 hdr() {
   echo "# iSCSI 4 KiB $PATTERN QD $QD, $1, $(date -u +%FT%TZ)"
   echo "# binary: $BIN ($("$BIN" --version 2>/dev/null | tr '\n' ' ' || true))"
-  echo "# load: tristore iscsi bench --pattern $PATTERN --bs 4KiB --queue-depth $QD (same host, loopback); $SECS s"
+  echo "# load: tristore iscsi bench --pattern $PATTERN --bs 4KiB --queue-depth $QD (same host, loopback); $SECS s${READ_FIRST:+; READ_FIRST=$READ_FIRST}"
 }
+if [ "${READ_FIRST:-0}" != 0 ]; then
+  "$BIN" iscsi bench -q --json --pattern randread --bs 4KiB --queue-depth 1 --duration "${READ_FIRST}s" "$URL" >/dev/null
+  sleep 3
+fi
 bench 2s >/dev/null # warm up
 l0=$(cut -d' ' -f1 /proc/loadavg)
 curl -sf -o "$OUT.cpu.pprof" "$PP/profile?seconds=$SECS" &
@@ -109,7 +118,7 @@ if [ "${PERF:-0}" = 1 ]; then
     hdr "perf record -g -p of the server"
     echo "$res" | sed 's/^/# bench: /'
     echo "# perf report --children --sort sym (top 60)"
-    perf report -i "$WORK/perf.data" --children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -60
+    perf report -i "$WORK/perf.data" --children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -60 || true # head closes the pipe early (pipefail)
   } >"$OUT.perf.txt"
 fi
 echo "profiles: $OUT.{cpu.pprof,top.txt,block.pprof,mutex.pprof,blockmutex.txt,strace.txt}"
