@@ -393,6 +393,14 @@ func (t *task) run() {
 // aborted or the connection ended first.
 func (t *task) collect() bool {
 	c := t.c
+	if t.unsol.length == 0 && t.immLen >= t.edtl {
+		// All the data came with the command (the cached 4 KiB writes
+		// the reader runs): nothing to wait for. Checked apart, because
+		// the select below makes the context allocate its Done channel,
+		// 3 % of the target's CPU in the QD 32 random-write profile
+		// (docs/bench/profiles/iscsi-randwrite-drop-after.top.txt).
+		return t.ctx.Err() == nil
+	}
 	select {
 	case <-t.unsol.done:
 	case <-t.ctx.Done():
