@@ -197,3 +197,85 @@ func TestLUNDropBeforeWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestLUNDropStoppedByClose: a LUN closed before its open-time drop is
+// through stops the drop, and the next open of the file drops again (the
+// part left over would otherwise keep its large folios for the life of
+// the process).
+func TestLUNDropStoppedByClose(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	const size = 4 * dropChunk
+	if _, err := Create(ctx, st, "vols", "stopped", size); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(st.(store.LocalPather).Root(), "vols", "stopped")
+	fill := func() {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < size; off += int64(len(buf)) {
+			if _, err := f.WriteAt(buf, off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill()
+	inHook := make(chan struct{})
+	release := make(chan struct{})
+	dropHook = func(k int) {
+		if k == 0 {
+			close(inHook)
+			<-release
+		}
+	}
+	defer func() { dropHook = nil }()
+	l, _, err := Open(ctx, st, "vols", "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-inHook
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	for i := 0; !l.closed.Load(); i++ {
+		if i == 3000 {
+			t.Fatal("Close did not start in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not finish in 30 s")
+	}
+	dropHook = nil
+
+	fill() // large folios again, everywhere
+	pages := size / os.Getpagesize()
+	l2, _, err := Open(ctx, st, "vols", "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.drop == nil {
+		t.Fatal("the second open does not drop the cache, though the first open's drop was stopped")
+	}
+	select {
+	case <-l2.dropDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("cache drop did not finish in 30 s")
+	}
+	if n := testutil.ResidentPages(t, p, size); n > pages/16 {
+		t.Fatalf("%d of %d pages still cached after the second open's drop", n, pages)
+	}
+}
