@@ -485,7 +485,7 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		// of a directory is also answered with ISDIR (or NOTSUPP) by knfsd.
 		return dc, unix.EISDIR
 	}
-	if err = fs.commitMeta(err, o, ""); err == nil && !fs.async {
+	if err = fs.commitMeta(err, o, ""); err == nil && !fs.async && !fs.dirSyncKeepsInodes {
 		held.Retire() // the removed file, once its removal is durable (inuse)
 	}
 	return dc, err
@@ -570,7 +570,7 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 			err = fsyncObj(to0)
 		}
 	}
-	if err == nil && !fs.async {
+	if err == nil && !fs.async && !fs.dirSyncKeepsInodes {
 		dst.Retire() // the replaced file, once the rename is durable (inuse)
 	}
 	return from, to, err

@@ -260,7 +260,7 @@ func (b *Backend) lockSidecar(p string) func() {
 func (b *Backend) removeSidecar(p string) {
 	sp := b.sidecarPath(p)
 	if os.Remove(sp) == nil && !strings.HasSuffix(p, ".json") {
-		removeEmptyParents(b.metaDir(), filepath.Dir(sp))
+		b.removeEmptyParents(b.metaDir(), filepath.Dir(sp))
 	}
 }
 

@@ -130,7 +130,7 @@ func (b *Backend) CreateMultipart(ctx context.Context, bucket, key string, meta 
 		return "", fsErr(err)
 	}
 	if err := b.writeFileAtomic(filepath.Join(b.uploadDir(id), "info.json"), data, true); err != nil {
-		removeAllRetired(b.uploadDir(id))
+		b.removeAllRetired(b.uploadDir(id))
 		return "", err
 	}
 	return id, fsyncDir(b.multipartDir())
@@ -319,7 +319,7 @@ func (b *Backend) completeChecked(ctx context.Context, bucket, key, uploadID str
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	removeAllRetired(b.uploadDir(uploadID))
+	b.removeAllRetired(b.uploadDir(uploadID))
 	return rec.info(bucket, key, &st), nil
 }
 
@@ -378,7 +378,7 @@ func (b *Backend) AbortMultipart(ctx context.Context, bucket, key, uploadID stri
 	if _, err := b.loadUpload(bucket, key, uploadID); err != nil {
 		return err
 	}
-	if err := removeAllRetired(b.uploadDir(uploadID)); err != nil {
+	if err := b.removeAllRetired(b.uploadDir(uploadID)); err != nil {
 		return fsErr(err)
 	}
 	return nil
@@ -444,7 +444,7 @@ func (b *Backend) abortUploadsOf(bucket string) {
 	for _, u := range all {
 		if u.Bucket == bucket {
 			unlock := b.lockUpload(u.UploadID)
-			removeAllRetired(b.uploadDir(u.UploadID))
+			b.removeAllRetired(b.uploadDir(u.UploadID))
 			unlock()
 		}
 	}

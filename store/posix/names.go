@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tristore/tristore/internal/fsjournal"
 	"github.com/tristore/tristore/store"
 	"github.com/tristore/tristore/store/newdir"
 )
@@ -247,8 +246,8 @@ func mkdirParents(bdir, dir string) ([]string, error) {
 // each removed directory is held open until the first directory kept has
 // been fsynced, and is then written as deleted before it is let go
 // (fsjournal.Retire).
-func removeEmptyParents(bdir, dir string) {
-	careful := !fsjournal.JournaledPath(bdir)
+func (b *Backend) removeEmptyParents(bdir, dir string) {
+	careful := b.noJournal
 	var held []int
 	for i := 0; i < 1100 && len(dir) > len(bdir) && strings.HasPrefix(dir, bdir+string(filepath.Separator)); i++ {
 		fd := -1

@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tristore/tristore/internal/fsjournal"
 	"github.com/tristore/tristore/store"
 	"github.com/tristore/tristore/store/inuse"
 )
@@ -383,7 +382,7 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 	if err := fsyncDir(filepath.Dir(target)); err != nil {
 		return st, err
 	}
-	if src := filepath.Dir(tmp); src != filepath.Dir(target) && !fsjournal.JournaledPath(src) {
+	if src := filepath.Dir(tmp); src != filepath.Dir(target) && b.noJournal {
 		// A move into another directory (the hidden area). Without a
 		// journal the temp name would stay on disk until write-back and,
 		// after a power cut, still name the inode once it is freed and
@@ -729,10 +728,12 @@ func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool, around 
 		if err := syncUnlinkDir(d, filepath.Clean(dir)); err != nil {
 			return fsErr(err)
 		}
-		held.Retire() // no journal: written as deleted before it is let go
+		if b.noJournal {
+			held.Retire() // written as deleted before it is let go
+		}
 	}
 	if cleanParents {
-		removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
+		b.removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
 	}
 	return nil
 }

@@ -25,8 +25,8 @@ const retireBatch = 256
 // (the directory emptied, then the tree's parent, fsynced) and is written
 // as deleted before it is closed (fsjournal.Retire). With a journal it is
 // os.RemoveAll.
-func removeAllRetired(dir string) error {
-	if fsjournal.JournaledPath(filepath.Dir(dir)) {
+func (b *Backend) removeAllRetired(dir string) error {
+	if !b.noJournal {
 		return os.RemoveAll(dir)
 	}
 	dfd, err := removeTreeHeld(dir, 0)

@@ -59,9 +59,10 @@ var victimQ struct {
 // (then, without a journal, it is written as deleted before the close;
 // before that point it would make a name durable whose inode is deleted).
 type victim struct {
-	fd     int
-	keep   string
-	retire bool
+	fd        int
+	keep      string
+	retire    bool
+	noJournal bool
 }
 
 // hookVictimClose, set only by tests, runs in the drainer just before it
@@ -82,7 +83,7 @@ func holdVictim(target string) int {
 // links it as a new temp name in tmpDir() (see above); a file that cannot
 // be linked (a directory, another file system) is only held.
 func victimOf(target string, noJournal bool, tmpDir func() string, tempName func() string) victim {
-	v := victim{fd: holdVictim(target)}
+	v := victim{fd: holdVictim(target), noJournal: noJournal}
 	if v.fd < 0 || !noJournal {
 		return v
 	}
@@ -104,7 +105,7 @@ func releaseVictim(v victim, durable, renamed bool) {
 	if v.fd < 0 {
 		return
 	}
-	v.retire = durable
+	v.retire = durable && v.noJournal
 	if renamed && !durable {
 		v.keep = ""
 	}
