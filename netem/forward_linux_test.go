@@ -33,6 +33,12 @@ func TestWakeAtDefersWhileBusy(t *testing.T) {
 	if got, want := f.wakeAt(now), 30*ms+6*ms/10; got != want {
 		t.Errorf("busy: wakeAt %d, want the first segment's due + window %d", got, want)
 	}
+	// Paced super-packets 1.2 windows apart (100 Mbit/s, 25 ms): busy.
+	f.prevRead = now - 12*ms/10
+	if got, want := f.wakeAt(now), 30*ms+6*ms/10; got != want {
+		t.Errorf("reads 1.2 windows apart: wakeAt %d, want the first segment's due + window %d", got, want)
+	}
+	f.prevRead = now - ms/10
 	// The other direction's head, due earlier, comes first, by its own window.
 	f.dirs[1].h.push(&Packet{Due: 29 * ms, first: 29 * ms}, &seq)
 	if got, want := f.wakeAt(now), 29*ms+ms/2; got != want {

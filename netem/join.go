@@ -39,12 +39,20 @@ const (
 )
 
 // tcpFrame is a parsed vnet header + IPv4/TCP frame.
+//
+// While frames are joined, the first one's tcpFrame describes the whole
+// run: payload and ipLen count every joined frame's payload (written after
+// the first frame with writev), vh and the TCP flags in tcp are the joined
+// frame's (joinStep), and finishJoin writes them into the first frame's
+// headers.
 type tcpFrame struct {
 	vh      vnetHdr
-	ip, tcp []byte // IP packet; TCP header and payload
+	frame   []byte
+	ip, tcp []byte // IP packet; TCP header and payload (of this frame alone)
 	ipHdr   int
 	tcpHdr  int
 	payload int
+	ipLen   int
 }
 
 func parseTCPFrame(f []byte) (t tcpFrame, ok bool) {
@@ -52,7 +60,9 @@ func parseTCPFrame(f []byte) (t tcpFrame, ok bool) {
 		return t, false
 	}
 	t.vh = decodeVnet(f)
+	t.frame = f
 	t.ip = f[vnetHdrLen:]
+	t.ipLen = len(t.ip)
 	if t.ip[0]>>4 != 4 || t.ip[9] != 6 || int(binary.BigEndian.Uint16(t.ip[2:])) != len(t.ip) {
 		return t, false
 	}
@@ -116,7 +126,7 @@ func joinable(a, b tcpFrame) (mss int, ok bool) {
 	if a.payload == 0 || a.payload%mss != 0 || b.payload == 0 || mb == 0 && b.payload > mss {
 		return 0, false
 	}
-	if len(a.ip)+b.payload > maxIPLen || a.ipHdr != b.ipHdr || a.tcpHdr != b.tcpHdr {
+	if a.ipLen+b.payload > maxIPLen || a.ipHdr != b.ipHdr || a.tcpHdr != b.tcpHdr {
 		return 0, false
 	}
 	if b.vh.gsoType&vnetGSOECN != 0 { // b's first segment has CWR: a frame of its own
@@ -155,25 +165,28 @@ func joinable(a, b tcpFrame) (mss int, ok bool) {
 	return mss, true
 }
 
-// joinFrames appends b's payload to frame a (whose buffer buf must hold
-// the result) and returns the joined frame with its headers fixed up: a
-// GSO frame of segment size mss with a's headers, the IP total length and
-// checksum, b's PSH and FIN, and the TCP pseudo-header checksum for the
-// new length (checksums stay offloaded, as in buildPart).
-func joinFrames(buf []byte, a, b tcpFrame, mss int) []byte {
-	n := vnetHdrLen + len(a.ip)
-	m := copy(buf[n:], b.tcp[b.tcpHdr:])
-	f := buf[:n+m]
-	ecn := a.vh.gsoType & vnetGSOECN
-	vnetHdr{flags: vnetFNeedsCsum, gsoType: vnetGSOTCPv4 | ecn, hdrLen: uint16(a.ipHdr + a.tcpHdr), gsoSize: uint16(mss),
-		csumStart: uint16(a.ipHdr), csumOffset: 16}.encode(f)
-	ip := f[vnetHdrLen:]
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+// joinStep adds b (joinable with segment size mss) to the run a
+// describes: b's payload goes out right after a's (and those joined
+// before it) in the same write.
+func joinStep(a *tcpFrame, b tcpFrame, mss int) {
+	a.payload += b.payload
+	a.ipLen += b.payload
+	a.vh = vnetHdr{flags: vnetFNeedsCsum, gsoType: vnetGSOTCPv4 | a.vh.gsoType&vnetGSOECN, hdrLen: uint16(a.ipHdr + a.tcpHdr),
+		gsoSize: uint16(mss), csumStart: uint16(a.ipHdr), csumOffset: 16}
+	a.tcp[13] |= b.tcp[13] & (tcpFlagPSH | tcpFlagFIN)
+}
+
+// finishJoin writes the joined frame's headers into a's frame: the GSO
+// vnet header, the IP total length and header checksum, and the TCP
+// pseudo-header checksum for the joined length (checksums stay offloaded,
+// as in buildPart). What follows the frame in the write is the payload
+// of the frames joined to it, in order.
+func finishJoin(a tcpFrame) {
+	a.vh.encode(a.frame)
+	ip := a.ip
+	binary.BigEndian.PutUint16(ip[2:], uint16(a.ipLen))
 	ip[10], ip[11] = 0, 0
 	binary.BigEndian.PutUint16(ip[10:], ^csumFold(csumAdd(0, ip[:a.ipHdr])))
-	tcp := ip[a.ipHdr:]
-	tcp[13] |= b.tcp[13] & (tcpFlagPSH | tcpFlagFIN)
-	sum := csumAdd(0, ip[12:20]) + 6 + uint32(len(tcp))
-	binary.BigEndian.PutUint16(tcp[16:], csumFold(sum))
-	return f
+	sum := csumAdd(0, ip[12:20]) + 6 + uint32(a.ipLen-a.ipHdr)
+	binary.BigEndian.PutUint16(ip[a.ipHdr+16:], csumFold(sum))
 }

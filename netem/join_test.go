@@ -49,17 +49,19 @@ func TestJoinFrames(t *testing.T) {
 	a := tsFrame(5000, 3000, mss, 0, 100, 7)                     // 3 segments
 	b := tsFrame(8000, 1000, mss, tcpFlagPSH, 101, 7)            // 1 plain segment
 	c := tsFrame(9000, 1500, mss, tcpFlagPSH|tcpFlagFIN, 101, 7) // 1000 + 500
-	buf := make([]byte, vnetHdrLen+maxIPLen+64)
-	copy(buf, a)
-	j := buf[:len(a)]
+	run := mustFrame(t, a)
+	j := append([]byte(nil), a...) // what writev sends: a's frame, then each joined payload
 	for _, next := range [][]byte{b, c} {
-		fj, fn := mustFrame(t, j), mustFrame(t, next)
-		m, ok := joinable(fj, fn)
+		fn := mustFrame(t, next)
+		m, ok := joinable(run, fn)
 		if !ok || m != mss {
 			t.Fatalf("joinable %v mss %d, want true %d", ok, m, mss)
 		}
-		j = joinFrames(buf, fj, fn, m)
+		joinStep(&run, fn, m)
+		j = append(j, fn.tcp[fn.tcpHdr:]...)
 	}
+	finishJoin(run)
+	copy(j, a[:vnetHdrLen+52]) // finishJoin fixed a's headers in place
 	sp, ok := parseSuper(j)
 	if !ok || sp.segs != 6 || sp.mss != mss || sp.payload != 5500 {
 		t.Fatalf("joined frame: parseSuper %+v %v, want 6 segments of %d, 5500 bytes", sp, ok, mss)
