@@ -58,6 +58,8 @@ type dirCounters struct {
 	serverPortIsDst           bool
 	mu                        sync.RWMutex
 	ports                     map[uint16]*portCount
+	lastPort                  uint16 // the reader's last portCount (only it uses these)
+	lastPC                    *portCount
 }
 
 func newDirCounters(name string, up bool) *dirCounters {
@@ -105,6 +107,9 @@ func (d *dirCounters) ingressSuper(ip []byte, sp superPacket) {
 // portCount returns port's counters, adding them on first use (only the
 // reader goroutine inserts).
 func (d *dirCounters) portCount(port uint16) *portCount {
+	if d.lastPC != nil && d.lastPort == port { // one bulk stream: no map lookup per packet
+		return d.lastPC
+	}
 	pc := d.ports[port] // only this goroutine writes the map
 	if pc == nil {
 		pc = &portCount{}
@@ -112,6 +117,7 @@ func (d *dirCounters) portCount(port uint16) *portCount {
 		d.ports[port] = pc
 		d.mu.Unlock()
 	}
+	d.lastPort, d.lastPC = port, pc
 	return pc
 }
 

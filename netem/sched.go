@@ -1,7 +1,6 @@
 package netem
 
 import (
-	"container/heap"
 	"fmt"
 	"os"
 	"sync"
@@ -49,10 +48,61 @@ func (h pktHeap) Less(i, j int) bool {
 }
 
 // push queues p behind everything queued before it with the same Due.
+// push and pop are container/heap's algorithm on this type, without the
+// interface calls (heap.Pop's Less was 1.3-1.6 % of the forwarder's
+// samples at 100 Mbit/s).
 func (h *pktHeap) push(p *Packet, seq *uint64) {
 	*seq++
 	p.seq = *seq
-	heap.Push(h, p)
+	*h = append(*h, p)
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the packet due first.
+func (h *pktHeap) pop() *Packet {
+	old := *h
+	n := len(old) - 1
+	p := old[0]
+	old[0] = old[n]
+	old[n] = nil
+	*h = old[:n]
+	if n > 0 {
+		h.down(0, n)
+	}
+	return p
+}
+
+func (h pktHeap) before(i, j int) bool {
+	a, b := h[i], h[j]
+	return a.Due < b.Due || a.Due == b.Due && a.seq < b.seq
+}
+
+func (h pktHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if i == j || !h.before(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h pktHeap) down(i, n int) {
+	for {
+		j := 2*i + 1
+		if j >= n || j < 0 {
+			break
+		}
+		if r := j + 1; r < n && h.before(r, j) {
+			j = r
+		}
+		if !h.before(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
 func (h pktHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *pktHeap) Push(x any)   { *h = append(*h, x.(*Packet)) }
@@ -181,7 +231,7 @@ func (s *scheduler) run(flush bool) []*Packet {
 		limit := now + int64(slack)
 		n := 0
 		for len(s.h) > 0 && s.h[0].Due <= limit && len(batch) < maxBatch {
-			p := heap.Pop(&s.h).(*Packet)
+			p := s.h.pop()
 			n += len(p.Data)
 			batch = append(batch, p)
 		}

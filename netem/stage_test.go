@@ -1,8 +1,8 @@
 package netem
 
 import (
-	"container/heap"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -166,8 +166,36 @@ func TestHeapKeepsQueueOrderOnTies(t *testing.T) {
 		h.push(&Packet{Data: []byte{byte(i)}, Due: 5, Arrive: 1}, &seq)
 	}
 	for want := range 200 {
-		if p := heap.Pop(&h).(*Packet); int(p.Data[0]) != want {
+		if p := h.pop(); int(p.Data[0]) != want {
 			t.Fatalf("popped %d, want %d", p.Data[0], want)
 		}
+	}
+}
+
+// TestHeapOrder: push and pop (container/heap's algorithm on pktHeap)
+// return random due times in order of Due, then of queueing, with pushes
+// and pops interleaved.
+func TestHeapOrder(t *testing.T) {
+	var h pktHeap
+	var seq uint64
+	rng := rand.New(rand.NewPCG(1, 2))
+	var last *Packet
+	popped := 0
+	for i := range 5000 {
+		h.push(&Packet{Due: rng.Int64N(50)}, &seq)
+		if i%3 == 2 {
+			h.pop() // interleaved; order checked on the final drain
+		}
+	}
+	for len(h) > 0 {
+		p := h.pop()
+		if last != nil && (p.Due < last.Due || p.Due == last.Due && p.seq < last.seq) {
+			t.Fatalf("popped Due %d seq %d after Due %d seq %d", p.Due, p.seq, last.Due, last.seq)
+		}
+		last = p
+		popped++
+	}
+	if popped != 5000-5000/3 {
+		t.Errorf("popped %d, want %d", popped, 5000-5000/3)
 	}
 }
