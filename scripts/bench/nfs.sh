@@ -15,6 +15,7 @@
 #   server with the same two exports on its own data directory, measured in
 #   the same interleaved rounds (a before/after in one run).
 #
+# Before the rounds, one untimed nfs-cp upload + download per side (warm-up).
 # Per round, each side (the order rotates by one per round):
 #   tristore nfs bench: creates/s of FILES files of 4 KiB, each CREATE + WRITE
 #                       (+ COMMIT) durable before the next; one 64 MiB file
@@ -112,6 +113,17 @@ PEERS=(-peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)")
 bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }scripts/bench/nfs.sh $ROUNDS $FILES" \
   "${PEERS[@]}" \
   -note "All exports on one $(findmnt -no FSTYPE -T "$WORK") file system (tristore-async: the same server, an async export${BEFORE_REV:+; tristore-before(-async): a second server built from $BEFORE_COMMIT}), one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
+
+# Warm-up, untimed: one nfs-cp upload and download per side before the
+# rounds. The first download of a run writes its 64 MiB into page-cache
+# pages this machine has not touched yet (on this VM that cost 2-4x: the
+# first side of round 1, always tristore, downloaded at 184-227 MB/s in
+# three runs where the others' rounds were 400-1,100).
+for s in "${SIDES[@]}"; do
+  ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" warm.bin)" >/dev/null || bench_fail "nfs-cp warm-up upload to $s failed"
+  rm -f "$WORK/dl.bin"
+  ip netns exec "$NS" nfs-cp "$(cpurl "$s" warm.bin)" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp warm-up download from $s failed"
+done
 
 now() { date +%s.%N; }
 mbps() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", 67.108864 / (b - a) }'; }
