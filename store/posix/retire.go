@@ -143,3 +143,24 @@ func (b *Backend) dropTemp(f *os.File) {
 	}
 	f.Close()
 }
+
+// holdRemoved opens p (a file or directory about to be removed) to be
+// retired once its removal is durable, on a file system without a
+// journal; nil elsewhere or when p cannot be opened.
+func (b *Backend) holdRemoved(p string) []int {
+	if !b.noJournal {
+		return nil
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return []int{fd}
+}
+
+// closeFds closes held descriptors without retiring them.
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

@@ -237,8 +237,7 @@ func (b *Backend) publishVersion(f *os.File, loc keyLoc, hidden bool, changed []
 	if !noReplace {
 		cf, _, cst, crec, ok, err := b.current(context.Background(), loc)
 		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			b.dropTemp(f)
 			return unix.Stat_t{}, err
 		}
 		if ok {
@@ -247,8 +246,7 @@ func (b *Backend) publishVersion(f *os.File, loc keyLoc, hidden bool, changed []
 			}
 			cf.Close()
 			if err != nil {
-				f.Close()
-				os.Remove(f.Name())
+				b.dropTemp(f)
 				return unix.Stat_t{}, err
 			}
 		}
@@ -268,6 +266,10 @@ func (b *Backend) publishVersion(f *os.File, loc keyLoc, hidden bool, changed []
 func (b *Backend) removeVersionFile(loc keyLoc, id string) error {
 	dir := b.versionDir(loc.bucket, loc.key)
 	p := filepath.Join(dir, id)
+	// Without a journal the removed file and directory are held until
+	// their removal is durable and then retired (retire.go).
+	held := b.holdRemoved(p)
+	defer func() { retireFds(held) }()
 	if err := os.Remove(p); err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil
@@ -276,11 +278,18 @@ func (b *Backend) removeVersionFile(loc keyLoc, id string) error {
 	}
 	b.removeSidecar(p)
 	if err := fsyncDir(dir); err != nil {
+		closeFds(held) // not durable: let it go without writing it as deleted
+		held = nil
 		return err
 	}
+	hd := b.holdRemoved(dir)
 	if syscall.Rmdir(dir) == nil {
-		fsyncDir(filepath.Dir(dir))
+		if fsyncDir(filepath.Dir(dir)) == nil {
+			held = append(held, hd...)
+			return nil
+		}
 	}
+	closeFds(hd)
 	return nil
 }
 
