@@ -9,7 +9,11 @@
 # directory before the reply, as RFC 1813 asks), tristore-async (the same
 # server, an `async` export of another bucket: data still synced at
 # FILE_SYNC/COMMIT, names not; ganesha's VFS FSAL makes the same promise,
-# so this is the same-durability comparison) and ganesha.
+# so this is the same-durability comparison), ganesha, and ganesha-rsize1m
+# (the same ganesha, our client asking for 1 MiB READs instead of its
+# default 4 MiB: ganesha's CPU per byte does not fall with larger READs, so
+# this shows it at the other size; its nfs-cp rows are ganesha's again,
+# libnfs reads 1 MiB either way).
 #   BEFORE_REV=<commit> adds the sides "tristore-before" and
 #   "tristore-before-async": tristore built from that commit, a second
 #   server with the same two exports on its own data directory, measured in
@@ -58,13 +62,13 @@ bench_start "$WORK"
 BIN="$WORK/tristore"
 BEFORE_REV=${BEFORE_REV:-}
 BEFORE_COMMIT=""
-SIDES=(tristore tristore-async ganesha)
+SIDES=(tristore tristore-async ganesha ganesha-rsize1m)
 if [ -n "$BEFORE_REV" ]; then
   BEFORE_COMMIT=$(git rev-parse --short=12 "$BEFORE_REV^{commit}") || bench_fail "BEFORE_REV=$BEFORE_REV is not a commit"
   mkdir -p "$WORK/before-src"
   git archive "$BEFORE_COMMIT" | tar -x -C "$WORK/before-src" || bench_fail "git archive $BEFORE_COMMIT failed"
   (cd "$WORK/before-src" && go build -o "$WORK/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
-  SIDES=(tristore tristore-before tristore-async tristore-before-async ganesha)
+  SIDES=(tristore tristore-before tristore-async tristore-before-async ganesha ganesha-rsize1m)
 fi
 scripts/bench/nfs-ganesha.sh start "$NS" "$WORK/ganesha" >/dev/null || bench_fail "ganesha did not start"
 # serve BINARY DATADIR PORT: one tristore server with the sync export "/"
@@ -94,6 +98,7 @@ declare -A URL=(
   [tristore-before]="nfs://127.0.0.1:2052/bench"
   [tristore-before-async]="nfs://127.0.0.1:2052/benchasync"
   [ganesha]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048"
+  [ganesha-rsize1m]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048&rsize=1048576"
 )
 cpurl() { # server file: the URL form libnfs's nfs-cp wants
   case $1 in
@@ -101,14 +106,14 @@ cpurl() { # server file: the URL form libnfs's nfs-cp wants
   tristore-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2050&mountport=2050&version=3" ;;
   tristore-before) echo "nfs://127.0.0.1/bench/$2?nfsport=2052&mountport=2052&version=3" ;;
   tristore-before-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2052&mountport=2052&version=3" ;;
-  ganesha) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
+  ganesha | ganesha-rsize1m) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
   esac
 }
 head -c $((64 << 20)) /dev/urandom >"$WORK/src.bin"
 SUM=$(sha256sum <"$WORK/src.bin" | cut -d' ' -f1)
 
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
-PEERS=(-peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)")
+PEERS=(-peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)" -peer "ganesha-rsize1m=the same ganesha, client rsize=1048576")
 [ -n "$BEFORE_REV" ] && PEERS+=(-peer "tristore-before=commit $BEFORE_COMMIT (same exports, own data directory)")
 bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }scripts/bench/nfs.sh $ROUNDS $FILES" \
   "${PEERS[@]}" \
