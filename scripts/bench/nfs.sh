@@ -125,9 +125,9 @@ bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }scripts/bench/nfs.s
 # first side of round 1, always tristore, downloaded at 184-227 MB/s in
 # three runs where the others' rounds were 400-1,100).
 for s in "${SIDES[@]}"; do
-  ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" warm.bin)" >/dev/null || bench_fail "nfs-cp warm-up upload to $s failed"
+  ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" "warm-$s.bin")" >/dev/null || bench_fail "nfs-cp warm-up upload to $s failed"
   rm -f "$WORK/dl.bin"
-  ip netns exec "$NS" nfs-cp "$(cpurl "$s" warm.bin)" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp warm-up download from $s failed"
+  ip netns exec "$NS" nfs-cp "$(cpurl "$s" "warm-$s.bin")" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp warm-up download from $s failed"
 done
 
 now() { date +%s.%N; }
@@ -145,11 +145,11 @@ for r in $(seq 1 "$ROUNDS"); do
 
     lb=$(bench_load)
     t0=$(now)
-    ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" "r$r.bin")" >/dev/null || bench_fail "nfs-cp upload to $s failed in round $r"
+    ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" "$s-r$r.bin")" >/dev/null || bench_fail "nfs-cp upload to $s failed in round $r"
     t1=$(now)
     rm -f "$WORK/dl.bin"
     t2=$(now)
-    ip netns exec "$NS" nfs-cp "$(cpurl "$s" "r$r.bin")" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp download from $s failed in round $r"
+    ip netns exec "$NS" nfs-cp "$(cpurl "$s" "$s-r$r.bin")" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp download from $s failed in round $r"
     t3=$(now)
     [ "$(sha256sum <"$WORK/dl.bin" | cut -d' ' -f1)" = "$SUM" ] || bench_fail "$s round $r: downloaded file differs"
     bench_record "$r" "$s" "$lb" -v "64 MiB upload, MB/s (nfs-cp)=$(mbps "$t0" "$t1")" \
