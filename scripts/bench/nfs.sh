@@ -18,6 +18,10 @@
 #   "tristore-before-async": tristore built from that commit, a second
 #   server with the same two exports on its own data directory, measured in
 #   the same interleaved rounds (a before/after in one run).
+#   BEFORE_CLIENT=1 (with BEFORE_REV): the before sides are also read and
+#   written by that commit's `tristore nfs bench` (client and server before
+#   against both after), and the side "ganesha-before-client" adds ganesha
+#   measured with that client.
 #
 # Before the rounds, one untimed nfs-cp upload + download per side (warm-up).
 # Per round, each side (the order rotates by one per round):
@@ -69,7 +73,15 @@ if [ -n "$BEFORE_REV" ]; then
   git archive "$BEFORE_COMMIT" | tar -x -C "$WORK/before-src" || bench_fail "git archive $BEFORE_COMMIT failed"
   (cd "$WORK/before-src" && go build -o "$WORK/tristore-before" ./cmd/tristore) || bench_fail "go build of $BEFORE_COMMIT failed"
   SIDES=(tristore tristore-before tristore-async tristore-before-async ganesha ganesha-rsize1m)
+  [ -n "${BEFORE_CLIENT:-}" ] && SIDES+=(ganesha-before-client)
 fi
+# client SIDE: the tristore binary whose `nfs bench` measures SIDE.
+client() {
+  case $1 in
+  tristore-before | tristore-before-async | ganesha-before-client) [ -n "${BEFORE_CLIENT:-}" ] && { echo "$WORK/tristore-before"; return; } ;;
+  esac
+  echo "$BIN"
+}
 scripts/bench/nfs-ganesha.sh start "$NS" "$WORK/ganesha" >/dev/null || bench_fail "ganesha did not start"
 # serve BINARY DATADIR PORT: one tristore server with the sync export "/"
 # and the async export "/benchasync"; prints its pid.
@@ -99,6 +111,7 @@ declare -A URL=(
   [tristore-before-async]="nfs://127.0.0.1:2052/benchasync"
   [ganesha]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048"
   [ganesha-rsize1m]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048&rsize=1048576"
+  [ganesha-before-client]="nfs://127.0.0.1:2049$WORK/ganesha/export?mountport=20048"
 )
 cpurl() { # server file: the URL form libnfs's nfs-cp wants
   case $1 in
@@ -106,7 +119,7 @@ cpurl() { # server file: the URL form libnfs's nfs-cp wants
   tristore-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2050&mountport=2050&version=3" ;;
   tristore-before) echo "nfs://127.0.0.1/bench/$2?nfsport=2052&mountport=2052&version=3" ;;
   tristore-before-async) echo "nfs://127.0.0.1/benchasync/$2?nfsport=2052&mountport=2052&version=3" ;;
-  ganesha | ganesha-rsize1m) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
+  ganesha | ganesha-rsize1m | ganesha-before-client) echo "nfs://127.0.0.1$WORK/ganesha/export/$2?nfsport=2049&mountport=20048&version=3" ;;
   esac
 }
 head -c $((64 << 20)) /dev/urandom >"$WORK/src.bin"
@@ -114,10 +127,11 @@ SUM=$(sha256sum <"$WORK/src.bin" | cut -d' ' -f1)
 
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
 PEERS=(-peer "ganesha=$(ver nfs-ganesha) (VFS FSAL)" -peer "ganesha-rsize1m=the same ganesha, client rsize=1048576")
-[ -n "$BEFORE_REV" ] && PEERS+=(-peer "tristore-before=commit $BEFORE_COMMIT (same exports, own data directory)")
-bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }scripts/bench/nfs.sh $ROUNDS $FILES" \
+[ -n "$BEFORE_REV" ] && PEERS+=(-peer "tristore-before=commit $BEFORE_COMMIT (same exports, own data directory)${BEFORE_CLIENT:+, read and written by the client of that commit}")
+[ -n "$BEFORE_REV" ] && [ -n "${BEFORE_CLIENT:-}" ] && PEERS+=(-peer "ganesha-before-client=the same ganesha, read and written by the client of commit $BEFORE_COMMIT")
+bench_machine "sudo ${BEFORE_REV:+BEFORE_REV=$BEFORE_COMMIT }${BEFORE_CLIENT:+BEFORE_CLIENT=1 }scripts/bench/nfs.sh $ROUNDS $FILES" \
   "${PEERS[@]}" \
-  -note "All exports on one $(findmnt -no FSTYPE -T "$WORK") file system (tristore-async: the same server, an async export${BEFORE_REV:+; tristore-before(-async): a second server built from $BEFORE_COMMIT}), one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
+  -note "All exports on one $(findmnt -no FSTYPE -T "$WORK") file system (tristore-async: the same server, an async export${BEFORE_REV:+; tristore-before(-async): a second server built from $BEFORE_COMMIT}), one network namespace, loopback TCP; MB/s = 10^6 bytes/s. Clients: tristore nfs bench (this commit${BEFORE_CLIENT:+; for tristore-before(-async) and ganesha-before-client that of $BEFORE_COMMIT}; $FILES files of 4 KiB, 64 MiB file) and nfs-cp (libnfs-utils $(ver libnfs-utils), 64 MiB file)."
 
 # Warm-up, untimed: one nfs-cp upload and download per side before the
 # rounds. The first download of a run writes its 64 MiB into page-cache
@@ -136,7 +150,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for s in $(bench_order "$r" "${SIDES[@]}"); do
     echo "round $r: $s" >&2
     lb=$(bench_load)
-    ip netns exec "$NS" "$BIN" nfs bench --json --files "$FILES" --file-size 4096 --seq-size $((64 << 20)) "${URL[$s]}" >"$WORK/out.json" ||
+    ip netns exec "$NS" "$(client "$s")" nfs bench --json --files "$FILES" --file-size 4096 --seq-size $((64 << 20)) "${URL[$s]}" >"$WORK/out.json" ||
       bench_fail "tristore nfs bench against $s failed in round $r"
     bench_record "$r" "$s" "$lb" -json "$WORK/out.json" \
       -f "creates/s, 4 KiB files, durable (tristore client)=creates_per_sec" \
