@@ -128,6 +128,10 @@ func (s *Store) EnsureRoot(accessKey, secret string) (u User, secretOut string, 
 					target = RootName
 				}
 			}
+			if r, ok := users[target]; ok && r.AccessKey == accessKey && r.Admin && s.secretOf(accessKey) == secret {
+				u = r.User
+				return errNoChange // a restart with the same keys writes nothing
+			}
 			enc, err := s.encrypt(secret, accessKey)
 			if err != nil {
 				return err
@@ -160,7 +164,7 @@ func (s *Store) EnsureRoot(accessKey, secret string) (u User, secretOut string, 
 					u = a
 				}
 			}
-			return nil
+			return errNoChange
 		}
 		if _, ok := users[RootName]; ok {
 			return fmt.Errorf("%w: a non-admin user %q exists; remove it or set TRISTORE_ACCESS_KEY/TRISTORE_SECRET_KEY", ErrInvalid, RootName)
@@ -177,7 +181,7 @@ func (s *Store) EnsureRoot(accessKey, secret string) (u User, secretOut string, 
 		users[RootName] = record{User: u, Secret: enc}
 		creds := fmt.Sprintf("# tristore root credentials, generated %s\naccess_key = %s\nsecret_key = %s\n",
 			u.Created.Format("2006-01-02T15:04:05Z"), ak, sec)
-		if err := writeFileAtomic(s.dir, rootCredsFile, []byte(creds)); err != nil {
+		if err := s.writeFileAtomic(rootCredsFile, []byte(creds)); err != nil {
 			return err
 		}
 		secretOut, created = sec, true

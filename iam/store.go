@@ -13,11 +13,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 	"github.com/tristore/tristore/internal/reqmemo"
 )
 
@@ -90,6 +94,10 @@ type fileID struct {
 type Store struct {
 	dir  string
 	aead cipher.AEAD
+	// noJournal: the file system does not journal metadata
+	// (internal/fsjournal); writeFileAtomic then frees what it replaces
+	// only once that is durable.
+	noJournal bool
 
 	mu      sync.RWMutex
 	loaded  fileID
@@ -109,12 +117,15 @@ func Open(dataDir string) (*Store, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}
-	s := &Store{dir: dir}
+	s := &Store{dir: dir, noJournal: !journaled(dir)}
 	unlock, err := s.lock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if err := s.cleanStale(); err != nil {
+		return nil, err
+	}
 	key, err := s.masterKey()
 	if err != nil {
 		return nil, err
@@ -165,7 +176,7 @@ func (s *Store) masterKey() ([]byte, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}
-	if err := writeFileAtomic(s.dir, masterKeyFile, key); err != nil {
+	if err := s.writeFileAtomic(masterKeyFile, key); err != nil {
 		return nil, err
 	}
 	return key, nil
@@ -173,44 +184,193 @@ func (s *Store) masterKey() ([]byte, error) {
 
 // writeFileAtomic writes dir/name with mode 0600: temp file, fsync,
 // rename, fsync of the directory, so a crash leaves the old or new file.
-func writeFileAtomic(dir, name string, data []byte) error {
+//
+// On a file system without a journal (internal/fsjournal, e.g. ext4 made
+// with -O ^has_journal) the file replaced and a temp file given up are
+// freed only once the disk no longer names them: a freed inode reused by
+// the S3 store while its old name here was still on disk left users.json
+// naming an object's inode after a power cut (test/powerloss). So there
+// the file replaced first gets a second name (.NAME.old-*), the rename
+// takes its link count from 2 to 1, and once the rename is durable the
+// second name is removed, the directory fsynced and the inode written as
+// deleted (fsjournal.Retire) before it is closed; a failed temp file is
+// removed the same way. A second name left by a crash is removed at the
+// next Open (cleanStale).
+func (s *Store) writeFileAtomic(name string, data []byte) error {
+	dir := s.dir
 	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
 	tmp := f.Name()
-	ok := false
+	renamed := false
 	defer func() {
-		if !ok {
-			os.Remove(tmp)
+		if !renamed {
+			s.dropTemp(f)
 		}
 	}()
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
 		return fmt.Errorf("iam: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
 		return fmt.Errorf("iam: %w", err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
 		return fmt.Errorf("iam: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	target := filepath.Join(dir, name)
+	vfd, keep := -1, ""
+	if s.noJournal {
+		if vfd, err = unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			k := filepath.Join(dir, "."+name+oldInfix+randomSuffix())
+			if fsjournal.LinkFd(vfd, k) == nil {
+				keep = k
+			}
+		}
+	}
+	durable := false
+	defer func() { s.releaseReplaced(vfd, keep, renamed, durable) }()
+	if hookBeforeRename != nil {
+		hookBeforeRename(target)
+	}
+	if err := os.Rename(tmp, target); err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	renamed = true
+	f.Close()
+	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	ok = true
+	durable = true
+	return nil
+}
+
+// oldInfix marks the second name of a replaced file (.NAME.old-*).
+const oldInfix = ".old-"
+
+// journaled is fsjournal.JournaledPath (tests force the journal-less path).
+var journaled = fsjournal.JournaledPath
+
+// hookBeforeRename, set only by tests, runs just before writeFileAtomic's
+// rename.
+var hookBeforeRename func(target string)
+
+// hookRetire, set only by tests, runs just before a removed file's held
+// descriptor is retired.
+var hookRetire func(fd int)
+
+func randomSuffix() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%x", b[:])
+}
+
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// retire writes the held inode fd as deleted (fsjournal.Retire) and
+// closes it; its removal must be durable already.
+func retire(fd int) {
+	if hookRetire != nil {
+		hookRetire(fd)
+	}
+	fsjournal.Retire(fd)
+	unix.Close(fd)
+}
+
+// dropTemp closes and removes a temp file writeFileAtomic gave up on;
+// without a journal durably, before its inode is let go (see
+// writeFileAtomic).
+func (s *Store) dropTemp(f *os.File) {
+	if !s.noJournal {
+		f.Close()
+		os.Remove(f.Name())
+		return
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		os.Remove(f.Name())
+		return
+	}
+	if os.Remove(f.Name()) == nil && syncDir(s.dir) == nil {
+		retire(fd)
+		return
+	}
+	unix.Close(fd)
+}
+
+// releaseReplaced lets go of the file a rename replaced (vfd, -1: none)
+// and its second name keep ("": none). Only when the rename is durable is
+// the second name removed and the inode retired; a rename made but not
+// durable keeps the second name until the next Open (removing it could
+// leave the old name on disk pointing at a deleted inode); a rename not
+// made leaves the file named, so its second name simply goes.
+func (s *Store) releaseReplaced(vfd int, keep string, renamed, durable bool) {
+	if vfd < 0 {
+		return
+	}
+	switch {
+	case !renamed:
+		if keep != "" {
+			os.Remove(keep)
+		}
+	case durable && keep != "":
+		if os.Remove(keep) == nil && syncDir(s.dir) == nil {
+			retire(vfd)
+			return
+		}
+	}
+	unix.Close(vfd)
+}
+
+// cleanStale removes what writeFileAtomic left behind at a crash (temp
+// files, second names of replaced files); without a journal durably (the
+// directory fsynced before the inodes are retired and let go). Call with
+// the lock.
+func (s *Store) cleanStale() error {
+	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	var held []int
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, ".") || !(strings.Contains(n, ".tmp-") || strings.Contains(n, oldInfix)) || e.IsDir() {
+			continue
+		}
+		p := filepath.Join(s.dir, n)
+		fd := -1
+		if s.noJournal {
+			fd, _ = unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		if err := os.Remove(p); err != nil {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			continue
+		}
+		if fd >= 0 {
+			held = append(held, fd)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	if err := syncDir(s.dir); err != nil {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
 		return fmt.Errorf("iam: %w", err)
+	}
+	for _, fd := range held {
+		retire(fd)
 	}
 	return nil
 }
@@ -298,8 +458,19 @@ func (s *Store) decrypt(enc, accessKey string) (string, error) {
 	return string(pt), nil
 }
 
+// errNoChange, returned by an update's fn, says it changed nothing:
+// users.json is then not written.
+var errNoChange = errors.New("iam: no change")
+
+// secretOf is the decrypted secret of accessKey as last loaded ("" if none).
+func (s *Store) secretOf(accessKey string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.secrets[accessKey]
+}
+
 // update runs fn on the current users under the writer lock and writes the
-// result atomically.
+// result atomically (unless fn returns errNoChange).
 func (s *Store) update(fn func(users map[string]record) error) error {
 	unlock, err := s.lock()
 	if err != nil {
@@ -315,7 +486,9 @@ func (s *Store) update(fn func(users map[string]record) error) error {
 		users[k] = v
 	}
 	s.mu.RUnlock()
-	if err := fn(users); err != nil {
+	if err := fn(users); errors.Is(err, errNoChange) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	doc := fileDoc{Version: 1}
@@ -327,7 +500,7 @@ func (s *Store) update(fn func(users map[string]record) error) error {
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	if err := writeFileAtomic(s.dir, usersFile, append(data, '\n')); err != nil {
+	if err := s.writeFileAtomic(usersFile, append(data, '\n')); err != nil {
 		return err
 	}
 	return s.reload(true)

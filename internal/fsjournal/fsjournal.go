@@ -126,3 +126,16 @@ func Retire(fd int) {
 	unix.Fsync(rfd)
 	unix.Close(rfd)
 }
+
+// LinkFd gives the inode that fd refers to (fd may be O_PATH) the extra
+// name path. It links through /proc/self/fd, so it links the held inode
+// itself, not whatever its old name names by now (AT_EMPTY_PATH would need
+// CAP_DAC_READ_SEARCH). Without a journal, a file about to be replaced by
+// a rename gets such a second name first: the rename then takes its link
+// count from 2 to 1, never to 0 before the rename is durable (a neighbour's
+// fsync could write the 0 while the disk still names the file; e2fsck then
+// clears that name). The caller removes the second name once the rename
+// is durable, fsyncs its directory, and Retires the inode.
+func LinkFd(fd int, path string) error {
+	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+}

@@ -3,7 +3,6 @@ package posix
 import (
 	"errors"
 	"path/filepath"
-	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -88,9 +87,7 @@ func victimOf(target string, noJournal bool, tmpDir func() string, tempName func
 		return v
 	}
 	keep := filepath.Join(tmpDir(), tempName())
-	// Linking through /proc links the held inode itself (AT_EMPTY_PATH
-	// would need CAP_DAC_READ_SEARCH), not whatever target names now.
-	if err := unix.Linkat(unix.AT_FDCWD, procFd(v.fd), unix.AT_FDCWD, keep, unix.AT_SYMLINK_FOLLOW); err == nil {
+	if err := fsjournal.LinkFd(v.fd, keep); err == nil {
 		v.keep = keep
 	}
 	return v
@@ -170,6 +167,3 @@ func freeVictims(vs []victim) {
 		unix.Close(v.fd)
 	}
 }
-
-// procFd is the /proc path of this process's descriptor fd.
-func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
