@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -228,4 +229,62 @@ func (fs *FS) Commit(h Handle) (before, after Attr, err error) {
 		after = fs.attrOf(&st)
 	}
 	return before, after, err
+}
+
+// ErrNoMap is MapCached's answer when the file cannot be mapped (a file
+// system without mmap): read it with ReadCached instead.
+var ErrNoMap = errors.New("vfs: file cannot be mapped")
+
+// MapCached is ReadCached for a server that writes the data to a socket
+// straight from the page cache: instead of copying up to n bytes at off
+// into a buffer it maps them (read-only), so the data is copied once, by
+// the socket write, not twice. Like ReadCached it never waits for the
+// disk: ErrNotCached when part of the range is not in the page cache
+// (mincore; a page evicted between that check and the socket write is
+// read back by the kernel during the write). data is the range (empty at or past the end of the file);
+// unmap releases the mapping and must be called once data is no longer in
+// use, by the system call it was handed to.
+//
+// data must only be handed to system calls (writev), never read by Go
+// code: if the file is truncated meanwhile, the kernel's copy from the
+// vanished pages fails with EFAULT, where a read by Go code is a fatal
+// SIGBUS.
+func (fs *FS) MapCached(c Cred, h Handle, off uint64, n int) (data []byte, unmap func(), eof bool, a Attr, err error) {
+	o, err := fs.regular(h)
+	if err != nil {
+		return nil, nil, false, Attr{}, err
+	}
+	defer o.close()
+	a = fs.attrOf(&o.st)
+	fd, err := fs.openAs(c, o, unix.O_RDONLY)
+	if err != nil {
+		return nil, nil, false, a, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, nil, false, a, err
+	}
+	a = fs.attrOf(&st)
+	if off >= a.Size || n <= 0 {
+		return nil, func() {}, off >= a.Size, a, nil
+	}
+	count := int(min(uint64(n), a.Size-off))
+	page := uint64(os.Getpagesize())
+	base := off &^ (page - 1)
+	m, err := unix.Mmap(fd, int64(base), int(off-base)+count, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, false, a, ErrNoMap
+	}
+	vec := make([]byte, (len(m)+int(page)-1)/int(page))
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(m))), uintptr(len(m)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	cached := e == 0
+	for _, v := range vec {
+		cached = cached && v&1 != 0
+	}
+	if !cached {
+		unix.Munmap(m)
+		return nil, nil, false, a, ErrNotCached
+	}
+	return m[off-base:], func() { unix.Munmap(m) }, off+uint64(count) >= a.Size, a, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 
 	tu "github.com/tristore/tristore/internal/testutil"
 	"github.com/tristore/tristore/proto/nfs3"
@@ -220,17 +221,39 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// A READ over 1 MiB holds a 4 MiB buffer until its reply is sent, so it
-// takes that from the server's call-memory budget (MaxInFlightBytes); when
-// the budget has no room it is answered short, with 1 MiB (the client asks
-// again for the rest), and the budget is given back after each reply.
+// A READ over 1 MiB that is copied (data not in the page cache, so not
+// written from a mapping) holds a 4 MiB buffer until its reply is sent, so
+// it takes that from the server's call-memory budget (MaxInFlightBytes);
+// when the budget has no room it is answered short, with 1 MiB (the client
+// asks again for the rest), and the budget is given back after each reply.
 func TestLargeReadMemoryBudget(t *testing.T) {
 	dir := t.TempDir()
 	data := make([]byte, 6<<20)
 	for i := range data {
 		data[i] = byte(i*13 + i>>12)
 	}
-	os.WriteFile(filepath.Join(dir, "big"), data, 0o644)
+	p := filepath.Join(dir, "big")
+	os.WriteFile(p, data, 0o644)
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Sync()
+	drop := func() {
+		t.Helper()
+		for try := 0; ; try++ {
+			unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+			n := tu.ResidentPages(t, p, len(data))
+			if n == 0 {
+				return
+			}
+			if try == 50 {
+				t.Fatalf("%d pages still cached after FADV_DONTNEED", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	for _, tc := range []struct {
 		budget int64
 		n      int
@@ -242,6 +265,7 @@ func TestLargeReadMemoryBudget(t *testing.T) {
 		c := dial(t, addr.String())
 		fh := lookup(c, c.mount("/"), "big").FH
 		for i := 0; i < 3; i++ { // the budget comes back after each reply
+			drop()
 			got, eof := read(t, c, fh, 1<<20, 4<<20)
 			if len(got) != tc.n || eof || !bytes.Equal(got, data[1<<20:1<<20+tc.n]) {
 				t.Fatalf("budget %d MiB, READ %d: %d bytes (eof %v), want %d", tc.budget>>20, i, len(got), eof, tc.n)

@@ -36,9 +36,10 @@ var (
 )
 
 // readPaths counts how READs were answered (tests check which path a READ
-// took): with sendfile, copied on the connection's reading goroutine
-// (inline), or declined there because the data was not cached.
-var readPaths struct{ sendfile, inline, declined atomic.Int64 }
+// took): with sendfile, on the connection's reading goroutine (inline; of
+// those, mapped: written to the socket from a mapping of the file), or
+// declined there because the data was not cached.
+var readPaths struct{ sendfile, inline, mapped, declined atomic.Int64 }
 
 func nfsRead(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error {
 	var args nfs3.ReadArgs
@@ -49,6 +50,37 @@ func nfsRead(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) error 
 	e, cred, st := s.exportOf(req, args.FH)
 	if _, tcp := req.c.c.(*net.TCPConn); tcp && !req.c.local && st == nfs3.OK && args.Count >= sendfileMin {
 		return readSendfile(e, cred, &args, req, w)
+	}
+	if st == nfs3.OK && req.inline {
+		// Written to the socket from a mapping of the file: one copy
+		// (page cache to socket) instead of two (into a buffer, then to
+		// the socket).
+		data, unmap, eof, a, err := e.fs.MapCached(cred, vfs.Handle(args.FH), args.Offset, int(min(args.Count, maxRead)))
+		switch {
+		case errors.Is(err, vfs.ErrNotCached):
+			readPaths.declined.Add(1)
+			return errNotInline
+		case !errors.Is(err, vfs.ErrNoMap):
+			readPaths.inline.Add(1)
+			readPaths.mapped.Add(1)
+			st = statusOf(err)
+			if a.FileID != 0 {
+				res.Attr = postOp(&a)
+			}
+			if st == nfs3.OK {
+				req.release = unmap
+				res.Count = uint32(len(data))
+				res.EOF = eof
+				res.Data = data
+			}
+			res.Status = st
+			res.EncodeHead(w)
+			if st == nfs3.OK {
+				req.tail = [][]byte{res.Data, nfs3.Pad(len(res.Data))}
+			}
+			return nil
+		}
+		// Not mappable: copied below.
 	}
 	if st == nfs3.OK {
 		count := min(args.Count, maxRead)

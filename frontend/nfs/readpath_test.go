@@ -33,7 +33,7 @@ func TestReadSameHostPaths(t *testing.T) {
 	for off := 0; off < len(data); off += 1 << 20 {
 		write(t, c, fh, uint64(off), data[off:min(off+1<<20, len(data))], nfs3.FileSync)
 	}
-	sf, inl, dec := readPaths.sendfile.Load(), readPaths.inline.Load(), readPaths.declined.Load()
+	sf, inl, dec, mp := readPaths.sendfile.Load(), readPaths.inline.Load(), readPaths.declined.Load(), readPaths.mapped.Load()
 	check := func(off uint64, n uint32) {
 		t.Helper()
 		got, eof := read(t, c, fh, off, n)
@@ -50,6 +50,9 @@ func TestReadSameHostPaths(t *testing.T) {
 	}
 	if d := readPaths.inline.Load() - inl; d != 3 {
 		t.Errorf("%d of 3 cached READs answered on the reading goroutine", d)
+	}
+	if d := readPaths.mapped.Load() - mp; d != 3 {
+		t.Errorf("%d of 3 cached READs written from a mapping of the file", d)
 	}
 
 	// Drop the file's page cache: the next READ cannot be answered
