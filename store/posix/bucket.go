@@ -150,10 +150,11 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 		return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
 	}
 	b.hidden.forget(bucket)
+	var names []string
 	for _, e := range ents {
-		os.RemoveAll(filepath.Join(p, e.Name()))
+		names = append(names, e.Name())
 	}
-	if err := syscall.Rmdir(p); err != nil {
+	if err := b.removeBucketDir(p, names); err != nil {
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			return fmt.Errorf("%w: %s", store.ErrBucketNotEmpty, bucket)
 		}
@@ -161,9 +162,67 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 	}
 	// A bucket created again starts without the old uploads and records.
 	b.abortUploadsOf(bucket)
-	os.RemoveAll(b.bucketSysDir(bucket))
-	os.RemoveAll(filepath.Join(b.metaDir(), bucket))
-	return fsyncDir(b.root)
+	b.removeAllRetired(b.bucketSysDir(bucket))
+	b.removeAllRetired(filepath.Join(b.metaDir(), bucket))
+	return nil
+}
+
+// removeBucketDir removes the entries names of the bucket directory p
+// (reserved ones: the caller checked there is no object), then p itself,
+// and makes that durable (fsync of the data root). Without a journal every
+// removed inode is held until the removal of its name is durable and then
+// retired (retire.go): the entries once p is fsynced, p once the root is.
+// A name that appeared meanwhile (a PUT) makes the rmdir fail (ENOTEMPTY).
+func (b *Backend) removeBucketDir(p string, names []string) error {
+	if !b.noJournal {
+		for _, n := range names {
+			os.RemoveAll(filepath.Join(p, n))
+		}
+		if err := syscall.Rmdir(p); err != nil {
+			return err
+		}
+		return fsyncDir(b.root)
+	}
+	var held []int
+	for _, n := range names {
+		q := filepath.Join(p, n)
+		var st unix.Stat_t
+		if unix.Lstat(q, &st) != nil {
+			continue
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if fd, _ := removeTreeHeld(q, 0); fd >= 0 {
+				held = append(held, fd)
+			}
+			continue
+		}
+		fd := b.holdRemoved(q)
+		if err := os.Remove(q); err != nil {
+			closeFds(fd)
+			continue
+		}
+		held = append(held, fd...)
+	}
+	pfd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		closeFds(held)
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	if err := unix.Fsync(pfd); err != nil {
+		closeFds(append(held, pfd))
+		return &os.PathError{Op: "fsync", Path: p, Err: err}
+	}
+	retireFds(held) // their names are gone for good
+	if err := unix.Rmdir(p); err != nil {
+		unix.Close(pfd)
+		return err
+	}
+	if err := fsyncDir(b.root); err != nil {
+		unix.Close(pfd)
+		return err
+	}
+	retireFds([]int{pfd})
+	return nil
 }
 
 // validCfgName keeps config names usable as xattr and file name suffixes.
@@ -216,7 +275,10 @@ func (b *Backend) SetBucketConfig(ctx context.Context, bucket, name, value strin
 				}
 			}
 		}
-		if err := os.Remove(file); err == nil {
+		if removed, err := b.removeFileRetired(file); removed {
+			if err != nil || b.noJournal {
+				return err // without a journal made durable there
+			}
 			return fsyncDir(filepath.Dir(file))
 		}
 		return nil
@@ -224,7 +286,7 @@ func (b *Backend) SetBucketConfig(ctx context.Context, bucket, name, value strin
 	if b.useXattr {
 		err := unix.Setxattr(p, cfgXattrPfx+name, []byte(value), 0)
 		if err == nil {
-			os.Remove(file)
+			b.removeFileRetired(file) // a value that was too big before
 			return fsyncDir(p)
 		}
 		if !errors.Is(err, syscall.E2BIG) && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.ERANGE) {

@@ -29,3 +29,24 @@ func SetHookVictimClose(f func(fd int)) { hookVictimClose = f }
 func SetDirSyncHooks(join func(dir string), start func(dir string) (done func())) {
 	hookDirSyncJoin, hookDirFsync = join, start
 }
+
+// SetNoJournal makes b take (or skip) the steps for a file system without
+// a journal whatever its file system is.
+func (b *Backend) SetNoJournal(v bool) { b.noJournal = v }
+
+// SetHookRetire makes f run before every retire of a held descriptor
+// (retire.go; nil: none).
+func SetHookRetire(f func(fd int)) { hookRetire = f }
+
+// SetHookBeforeAtomicRename makes f run just before writeFileAtomic's
+// rename without a journal (nil: none).
+func SetHookBeforeAtomicRename(f func(path string)) { hookBeforeAtomicRename = f }
+
+// WriteFileAtomic is writeFileAtomic with sync.
+func (b *Backend) WriteFileAtomic(path string, data []byte) error {
+	return b.writeFileAtomic(path, data, true)
+}
+
+// SetHookVictimHeld makes f run in a replacing publish after the file to
+// be replaced is held, just before the rename (nil: none).
+func SetHookVictimHeld(f func(target string)) { hookVictimHeld = f }

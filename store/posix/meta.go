@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -302,16 +304,25 @@ func (b *Backend) writeFileAtomic(path string, data []byte, sync bool) error {
 	durable, renamed := false, false
 	if err == nil && sync && b.noJournal {
 		// The file replaced is kept until the rename is durable, as a
-		// replaced object's (victim.go).
+		// replaced object's (victim.go); writers of one path take turns
+		// from the hold to the rename, so the file replaced is the one
+		// held and given a second name.
+		l := atomicLock(path)
+		l.Lock()
 		victim := victimOf(path, true, b.tmpDir, b.tempName)
 		defer func() { releaseVictim(victim, durable, renamed) }()
-	}
-	if err == nil {
+		if hookBeforeAtomicRename != nil {
+			hookBeforeAtomicRename(path)
+		}
+		err = os.Rename(tmp, path)
+		l.Unlock()
+		renamed = err == nil
+	} else if err == nil {
 		err = os.Rename(tmp, path)
 		renamed = err == nil
 	}
 	if err != nil {
-		os.Remove(tmp)
+		b.removeFileRetired(tmp)
 		return fsErr(err)
 	}
 	if !sync {
@@ -331,6 +342,20 @@ func (b *Backend) writeFileAtomic(path string, data []byte, sync bool) error {
 	durable = true
 	return nil
 }
+
+// atomicLocks serialise writeFileAtomic's hold-and-rename per path (its
+// own set: callers may hold a keyLock stripe, see lockSidecar).
+var atomicLocks [16]sync.Mutex
+
+func atomicLock(path string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(path))
+	return &atomicLocks[h.Sum32()%uint32(len(atomicLocks))]
+}
+
+// hookBeforeAtomicRename, set only by tests, runs just before
+// writeFileAtomic's rename on a file system without a journal.
+var hookBeforeAtomicRename func(path string)
 
 // mkdirAll is os.MkdirAll (mode 0755, at most depth levels) that returns
 // the directories whose entries it changed: the parent of every directory

@@ -254,6 +254,10 @@ func (b *Backend) publish(f *os.File, target string, changed []string, rec *reco
 // rename, so a test can change the tree at the worst moment.
 var hookBeforeRename func(target string)
 
+// hookVictimHeld, set only by tests, runs in publishMode after the file
+// the rename will replace is held (victimOf), just before the rename.
+var hookVictimHeld func(target string)
+
 // hookAfterRename, set only by tests, runs right after publishMode's
 // rename succeeded, before the directory fsyncs.
 var hookAfterRename func(target string)
@@ -303,12 +307,18 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		defer held.Release()
 	}
 	var unlock func()
-	if !b.useXattr {
+	if !b.useXattr || (b.noJournal && !noReplace) {
 		// Sidecar and rename are two steps: keep writers of the key in
 		// order so the last sidecar written describes the last file renamed.
+		// Without a journal the file a rename replaces must be the one
+		// victimOf gave a second name: another PUT's (or a DELETE's)
+		// rename or unlink of the key landing between the two would
+		// replace or free a file without one (victim.go).
 		l := b.keyLock(target)
 		l.Lock()
 		unlock = l.Unlock
+	}
+	if !b.useXattr {
 		if noReplace {
 			// Refuse before the sidecar is written, so a loser never
 			// touches the winner's metadata; the key lock keeps other
@@ -335,6 +345,9 @@ func (b *Backend) publishMode(f *os.File, target string, changed []string, rec *
 		// deleted.
 		victim := victimOf(target, b.noJournal, b.tmpDir, b.tempName)
 		defer func() { releaseVictim(victim, published, renamed) }()
+		if hookVictimHeld != nil {
+			hookVictimHeld(target)
+		}
 	}
 	rename := func() error {
 		if noReplace {
@@ -701,21 +714,34 @@ func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool, around 
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%w: %s/%s", store.ErrNoSuchKey, bucket, key)
 	}
+	// The sidecar's writers are kept in order (as publishMode); without
+	// a journal the file held (and retired below) must be the one the
+	// unlink removes, so no PUT of the key may rename between the two.
+	var unlockKey func()
+	if !b.useXattr || b.noJournal {
+		l := b.keyLock(p)
+		l.Lock()
+		unlockKey = l.Unlock
+	}
+	defer func() {
+		if unlockKey != nil {
+			unlockKey()
+		}
+	}()
 	held, err := inuse.ChangeAt(int(d.Fd()), name)
 	if err != nil {
 		return inUseErr(err, p)
 	}
 	defer held.Release()
-	if !b.useXattr {
-		l := b.keyLock(p)
-		l.Lock()
-		defer l.Unlock()
-	}
 	unlink := func() error { return unix.Unlinkat(int(d.Fd()), name, 0) }
 	if around != nil {
 		err = around(unlink)
 	} else {
 		err = unlink()
+	}
+	if b.useXattr && unlockKey != nil {
+		unlockKey() // no sidecar to keep in order
+		unlockKey = nil
 	}
 	if err != nil {
 		return b.missing(err, bucket, key)

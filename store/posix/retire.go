@@ -98,9 +98,47 @@ func removeTreeHeld(dir string, depth int) (int, error) {
 // and closes it.
 func retireFds(fds []int) {
 	for _, fd := range fds {
-		fsjournal.Retire(fd)
+		retire(fd)
 		unix.Close(fd)
 	}
+}
+
+// retire is fsjournal.Retire(fd), seen by tests (hookRetire).
+func retire(fd int) {
+	if hookRetire != nil {
+		hookRetire(fd)
+	}
+	fsjournal.Retire(fd)
+}
+
+// hookRetire, set only by tests, runs before every retire of a held
+// descriptor.
+var hookRetire func(fd int)
+
+// removeFileRetired removes the file p (a failed write's temp, a bucket
+// config moved to an xattr); without a journal durably (its directory
+// fsynced) and retired before its inode is let go, as dropTemp. removed
+// says the removal was done; err is then the fsync's (without a journal),
+// else the removal's.
+func (b *Backend) removeFileRetired(p string) (removed bool, err error) {
+	if !b.noJournal {
+		err := os.Remove(p)
+		return err == nil, err
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		err := os.Remove(p)
+		return err == nil, err
+	}
+	defer unix.Close(fd)
+	if err := os.Remove(p); err != nil {
+		return false, err
+	}
+	if err := fsyncDir(filepath.Dir(p)); err != nil {
+		return true, err
+	}
+	retire(fd)
+	return true, nil
 }
 
 // settleStartup ends the exclusive opener's start-up (scratch files and
@@ -139,7 +177,7 @@ func (b *Backend) dropTemp(f *os.File) {
 	}
 	if os.Remove(name) == nil {
 		fsyncDir(filepath.Dir(name)) // best effort, as the removal itself
-		fsjournal.Retire(int(f.Fd()))
+		retire(int(f.Fd()))
 	}
 	f.Close()
 }

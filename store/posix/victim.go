@@ -162,7 +162,7 @@ func freeVictims(vs []victim) {
 			hookVictimClose(v.fd)
 		}
 		if v.retire {
-			fsjournal.Retire(v.fd)
+			retire(v.fd)
 		}
 		unix.Close(v.fd)
 	}
