@@ -1,12 +1,9 @@
 package vfs
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 )
 
 // New inodes and the directory fsync.
@@ -27,84 +24,17 @@ import (
 // DirSyncKeepsNewInodes reports whether an fsync of a directory on the
 // file system holding path also makes the inodes of files newly linked
 // into it durable: true only for file systems known to journal the new
-// inode with its entry (ext4 with a journal, XFS). Anything else, and
-// anything that cannot be determined, is false (fsync the new file too).
-func DirSyncKeepsNewInodes(path string) bool {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	return dirSyncKeepsNewInodes(fd)
-}
+// inode with its entry (ext4 with a journal, XFS), which is
+// internal/fsjournal's Journaled. Anything else, and anything that cannot
+// be determined, is false (fsync the new file too).
+func DirSyncKeepsNewInodes(path string) bool { return fsjournal.JournaledPath(path) }
 
-func dirSyncKeepsNewInodes(fd int) bool {
-	var sfs unix.Statfs_t
-	var st unix.Stat_t
-	if unix.Fstatfs(fd, &sfs) != nil || unix.Fstat(fd, &st) != nil {
-		return false
-	}
-	switch sfs.Type {
-	case unix.XFS_SUPER_MAGIC:
-		return true
-	case unix.EXT4_SUPER_MAGIC: // ext2, ext3 and ext4 share it
-		return ext4HasJournal(st.Dev)
-	}
-	return false
-}
+func dirSyncKeepsNewInodes(fd int) bool { return fsjournal.Journaled(fd) }
 
-// ext4NoJournal reports whether the file system holding fd is run by the
-// ext4 driver (it has /proc/fs/ext4/<device>; the ext2 driver shares the
-// magic number but not this) without a journal. There an fsync of a file
-// given a new name also writes that name's directory, and the directories
-// above it that are new too (ext4_sync_parent, for inodes in the
-// EXT4_STATE_NEWENTRY state), before its one flush of the disk.
-func ext4NoJournal(fd int) bool {
-	var sfs unix.Statfs_t
-	var st unix.Stat_t
-	if unix.Fstatfs(fd, &sfs) != nil || unix.Fstat(fd, &st) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
-		return false
-	}
-	name := blockDevName(st.Dev)
-	if name == "" {
-		return false
-	}
-	if _, err := os.Stat(filepath.Join("/proc/fs/ext4", name)); err != nil {
-		return false
-	}
-	return !ext4HasJournal(st.Dev)
-}
-
-// blockDevName is the kernel's name of block device dev (as in /proc/fs/ext4
-// and /proc/fs/jbd2), or "" if it cannot be told.
-func blockDevName(dev uint64) string {
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
-	if err != nil {
-		return ""
-	}
-	return filepath.Base(link)
-}
-
-// ext4HasJournal reports whether the ext4 on dev runs a jbd2 journal: jbd2
-// lists each journal in /proc/fs/jbd2 as <device>-<journal inode> (for an
-// external journal, the journal device's name; then it is not found here
-// and the answer is a safe false).
-func ext4HasJournal(dev uint64) bool {
-	name := blockDevName(dev)
-	if name == "" {
-		return false
-	}
-	ents, err := os.ReadDir("/proc/fs/jbd2")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), name+"-") {
-			return true
-		}
-	}
-	return false
-}
+// ext4NoJournal is fsjournal.Ext4WithoutJournal: the ext4 driver without a
+// journal, where an fsync of a file given a new name also writes that
+// name's directory (and new directories above it).
+func ext4NoJournal(fd int) bool { return fsjournal.Ext4WithoutJournal(fd) }
 
 // commitNewFile is commitMeta for a CREATE that made the empty regular
 // file fd in dir: the directory's fsync, and where that does not keep the

@@ -83,11 +83,10 @@ func journaled(sfs *unix.Statfs_t, dev uint64) bool {
 // journal is named after its own device; then it is not found here and
 // the answer is a safe false).
 func jbd2Journal(dev uint64) bool {
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
-	if err != nil {
+	name := blockDevName(dev)
+	if name == "" {
 		return false
 	}
-	name := filepath.Base(link)
 	ents, err := os.ReadDir("/proc/fs/jbd2")
 	if err != nil {
 		return false
@@ -98,6 +97,39 @@ func jbd2Journal(dev uint64) bool {
 		}
 	}
 	return false
+}
+
+// blockDevName is the kernel's name of block device dev (as in
+// /proc/fs/ext4 and /proc/fs/jbd2), or "" if it cannot be told.
+func blockDevName(dev uint64) string {
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(link)
+}
+
+// Ext4WithoutJournal reports whether the file system holding fd is run by
+// the ext4 driver (it has /proc/fs/ext4/<device>; the ext2 driver shares
+// the magic number but not this) without a journal. There an fsync of a
+// file given a new name also writes that name's directory, and the
+// directories above it that are new too (ext4_sync_parent, for inodes in
+// the EXT4_STATE_NEWENTRY state), before its one flush of the disk (vfs
+// leans on it). Not cached.
+func Ext4WithoutJournal(fd int) bool {
+	var sfs unix.Statfs_t
+	var st unix.Stat_t
+	if unix.Fstatfs(fd, &sfs) != nil || unix.Fstat(fd, &st) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
+		return false
+	}
+	name := blockDevName(st.Dev)
+	if name == "" {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join("/proc/fs/ext4", name)); err != nil {
+		return false
+	}
+	return !jbd2Journal(st.Dev)
 }
 
 // Retire prepares the last reference fd of a file that may have lost its
