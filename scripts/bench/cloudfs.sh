@@ -187,6 +187,7 @@ tristore-*)
     fi
     say "unmounting (uploads what is dirty)"
     stopmount $pid "$M"
+    if [ -n "$PROFILE_DIR" ] && [ -e "$WORK/stats.json" ]; then cp "$WORK/stats.json" "$P/stats.json"; fi
   fi
   ;;
 rclone|s3fs)

@@ -507,6 +507,7 @@ func (s *Store) writeAt(ctx context.Context, ino uint64, p []byte, off int64) (i
 		pos += l
 		n += l
 	}
+	tj := time.Now()
 	s.mu.Lock()
 	if in = s.m.Inodes[ino]; in != nil {
 		a := attrs(in)
@@ -516,6 +517,7 @@ func (s *Store) writeAt(ctx context.Context, ino uint64, p []byte, off int64) (i
 		err = s.record(&rec{O: "i", I: a})
 	}
 	s.mu.Unlock()
+	s.journalNanos.Add(int64(time.Since(tj)))
 	if err != nil {
 		return int(n), err
 	}
@@ -539,11 +541,17 @@ func (s *Store) writeChunk(ctx context.Context, ino uint64, idx int64, data []by
 	if in := s.m.Inodes[ino]; in != nil {
 		size = in.Size
 	}
+	fresh := s.st[ino] == nil || s.st[ino].dirty[idx] == nil
 	s.mu.Unlock()
 	whole := co == 0 && (int64(len(data)) >= s.cs || idx*s.cs+int64(len(data)) >= size)
+	t0 := time.Now()
 	d, wrote, err := s.makeDirty(ctx, ino, idx, whole, data, co)
 	if err != nil {
 		return false, err
+	}
+	if fresh {
+		s.newChunks.Add(1)
+		s.newChunkNanos.Add(int64(time.Since(t0)))
 	}
 	if !wrote {
 		f, err := s.dirtyFile(ino, idx, d)

@@ -156,6 +156,10 @@ type Stats struct {
 	// in the store, summed, and WriteMaxNanos the longest (what a FUSE
 	// WRITE spends in the store, without the kernel's share).
 	Writes, WriteNanos, WriteMaxNanos int64
+	// Of that time: NewChunkNanos in the NewChunks writes that made a
+	// chunk dirty (its files and, when pooled files were ready, the
+	// write itself), JournalNanos in the writes' journal records.
+	NewChunks, NewChunkNanos, JournalNanos int64
 }
 
 // Store is an open chunk store.
@@ -204,6 +208,7 @@ type Store struct {
 	uploads, downloads, upBytes, downBytes atomic.Int64
 	publishes, deleted, recovered          atomic.Int64
 	writes, writeNanos, writeMax           atomic.Int64
+	newChunks, newChunkNanos, journalNanos atomic.Int64
 }
 
 // istate is what the store knows about an inode beyond the manifest.
@@ -708,7 +713,8 @@ func (s *Store) Stats() Stats {
 		PrefetchHits: s.prefetchHits.Load(), Uploads: s.uploads.Load(), Downloads: s.downloads.Load(),
 		UploadBytes: s.upBytes.Load(), DownloadBytes: s.downBytes.Load(), Publishes: s.publishes.Load(),
 		Deleted: s.deleted.Load(), Recovered: s.recovered.Load(),
-		Writes: s.writes.Load(), WriteNanos: s.writeNanos.Load(), WriteMaxNanos: s.writeMax.Load()}
+		Writes: s.writes.Load(), WriteNanos: s.writeNanos.Load(), WriteMaxNanos: s.writeMax.Load(),
+		NewChunks: s.newChunks.Load(), NewChunkNanos: s.newChunkNanos.Load(), JournalNanos: s.journalNanos.Load()}
 }
 
 // ChunkSize is the store's chunk size.
