@@ -294,6 +294,9 @@ for r in $(seq 1 "$ROUNDS"); do
       # kernel's waits); absent from builds before it was counted.
       wst=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["WriteNanos"]/1e6/d["Writes"] if d.get("Writes") else "")' "$WORK/stats.json")
       [ -z "$wst" ] || args+=(-v "store time per write, ms=$wst")
+      # Of it: making a chunk dirty (per write that did), the journal record (per write).
+      read -r wnew wjr < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d.get("NewChunks"); print(d["NewChunkNanos"]/1e6/n if n else "-", d["JournalNanos"]/1e6/d["Writes"] if n else "-")' "$WORK/stats.json")
+      [ "$wnew" = - ] || args+=(-v "store time making a chunk dirty, ms per such write=$wnew" -v "store time journaling, ms per write=$wjr")
     fi
     echo "  $s: read $rd ms, write $wr ms ($acc accesses in $secs s; closing the files $cl s)" >&2
     bench_record "$r" "$s" "$lb" "${args[@]}"
