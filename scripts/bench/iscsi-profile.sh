@@ -53,10 +53,27 @@ for _ in $(seq 100); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
 [ -s "$WORK/ready.json" ] || { tail "$WORK/serve.log"; exit 1; }
 URL="iscsi://127.0.0.1:$PORT/iqn.2026-11.io.tristore:vols:bench/0"
 PP="http://127.0.0.1:$APORT/debug/pprof"
-# bench DURATION: one load; prints "ops N iops N p50_us N p99_us N"
+# bench DURATION: one load; prints "ops N iops N p50_us N p99_us N
+# target_cpu_us_per_op N initiator_cpu_us_per_op N" (CPU: user+system time
+# of the server process from /proc, of the initiator from its rusage; with
+# a profiler attached the target's includes the profiler's cost).
 bench() {
-  "$BIN" iscsi bench -q --json --pattern "$PATTERN" --bs 4KiB --queue-depth "$QD" --duration "$1" "$URL" |
-    python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("ops %d iops %.0f p50_us %.0f p99_us %.0f" % (r["ops"], r["iops"], r["lat_p50_us"], r["lat_p99_us"]))'
+  local t0 t1
+  t0=$(awk '{print $14+$15}' "/proc/$PID/stat")
+  python3 - "$t0" "$PID" "$BIN" iscsi bench -q --json --pattern "$PATTERN" --bs 4KiB --queue-depth "$QD" --duration "$1" "$URL" <<'PY'
+import json, os, resource, subprocess, sys
+t0, pid, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+out = subprocess.run(cmd, check=True, capture_output=True).stdout
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open("/proc/%s/stat" % pid) as f:
+    fl = f.read().rsplit(")", 1)[1].split()
+t1 = int(fl[11]) + int(fl[12])
+r = json.loads(out)[0]
+tck = os.sysconf("SC_CLK_TCK")
+print("ops %d iops %.0f p50_us %.0f p99_us %.0f target_cpu_us_per_op %.1f initiator_cpu_us_per_op %.1f" % (
+    r["ops"], r["iops"], r["lat_p50_us"], r["lat_p99_us"],
+    (t1 - t0) / tck / r["ops"] * 1e6, (ru.ru_utime + ru.ru_stime) / r["ops"] * 1e6))
+PY
 }
 hdr() {
   echo "# iSCSI 4 KiB $PATTERN QD $QD, $1, $(date -u +%FT%TZ)"
