@@ -150,6 +150,9 @@ func (d *kdisk) syncImage() {
 func (d *kdisk) attach() {
 	d.t.Helper()
 	d.loop = strings.TrimSpace(d.cmd(30*time.Second, "losetup", "--find", "--show", d.img))
+	if os.Getenv("TRISTORE_KERNEL_FSCK_TWICE") != "" {
+		d.compareLoop()
+	}
 	if os.Getenv("TRISTORE_KERNEL_FLUSHBUFS") != "" {
 		d.cmd(30*time.Second, "blockdev", "--flushbufs", d.loop)
 	}
@@ -232,6 +235,45 @@ func (d *kdisk) reboot() {
 		d.t.Errorf("e2fsck could not replay the journal:\n%s", out)
 	}
 	d.attach()
+}
+
+// compareLoop (diagnosis) reads the image's first 8 MiB (superblock,
+// group descriptors, bitmaps and inode tables of the first groups)
+// through the loop device's page cache and from the image file and logs
+// where they differ: a difference before the mount is cached state the
+// kernel would use instead of what e2fsck left.
+func (d *kdisk) compareLoop() {
+	const n = 8 << 20
+	a, err := readN(d.loop, n)
+	if err != nil {
+		d.t.Logf("diag: read %s: %v", d.loop, err)
+		return
+	}
+	b, err := readN(d.img, n)
+	if err != nil {
+		d.t.Logf("diag: read %s: %v", d.img, err)
+		return
+	}
+	var diff []string
+	for off := 0; off < n && len(diff) < 20; off += 1024 {
+		if !bytes.Equal(a[off:off+1024], b[off:off+1024]) {
+			diff = append(diff, strconv.Itoa(off/1024))
+		}
+	}
+	if len(diff) > 0 {
+		d.t.Logf("diag: after e2fsck %d the loop device shows other content than the image in 1 KiB blocks %s", len(d.fsck), strings.Join(diff, " "))
+	}
+}
+
+func readN(p string, n int) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	_, err = io.ReadFull(f, b)
+	return b, err
 }
 
 // unusedInodes reads each group's unused-inode count (bg_itable_unused)
