@@ -20,6 +20,7 @@ package powerloss_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,7 +67,7 @@ type kdisk struct {
 func needKernelTools(t testing.TB) {
 	t.Helper()
 	needFUSE(t)
-	for _, c := range []string{"losetup", "mkfs.ext4", "e2fsck", "mount", "umount"} {
+	for _, c := range []string{"losetup", "blockdev", "mkfs.ext4", "e2fsck", "mount", "umount"} {
 		testutil.NeedCmd(t, c)
 	}
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
@@ -150,12 +151,8 @@ func (d *kdisk) syncImage() {
 func (d *kdisk) attach() {
 	d.t.Helper()
 	d.loop = strings.TrimSpace(d.cmd(30*time.Second, "losetup", "--find", "--show", d.img))
-	if os.Getenv("TRISTORE_KERNEL_FSCK_TWICE") != "" {
-		d.compareLoop()
-	}
-	if os.Getenv("TRISTORE_KERNEL_FLUSHBUFS") != "" {
-		d.cmd(30*time.Second, "blockdev", "--flushbufs", d.loop)
-	}
+	d.cmd(30*time.Second, "blockdev", "--flushbufs", d.loop)
+	d.compareLoop()
 	d.cmd(30*time.Second, "mount", "-t", "ext4", d.loop, d.mnt)
 	d.mounted = true
 }
@@ -172,9 +169,17 @@ func (d *kdisk) detach() {
 		d.mounted = false
 	}
 	if d.loop != "" {
+		// Drop the loop device's page cache before it is detached (and
+		// again before the next mount, attach): it outlives the detach,
+		// and a block cached from before the cut (group descriptors were
+		// seen) would be mounted instead of what e2fsck wrote to the
+		// image, and written back over the repair. A real power cut
+		// leaves no page cache. The sync part fails after a cut (EIO).
+		d.try(30*time.Second, "blockdev", "--flushbufs", d.loop)
 		if out, err := d.try(30*time.Second, "losetup", "-d", d.loop); err != nil {
 			d.t.Errorf("losetup -d %s: %v %s", d.loop, err, out)
 		}
+		removeLoop(d.loop)
 		d.loop = ""
 	}
 }
@@ -237,7 +242,30 @@ func (d *kdisk) reboot() {
 	d.attach()
 }
 
-// compareLoop (diagnosis) reads the image's first 8 MiB (superblock,
+// removeLoop deletes the detached loop device (LOOP_CTL_REMOVE), so its
+// page cache goes with it: flushing its buffers did not always drop
+// blocks cached from before the cut (compareLoop still saw them), and
+// the next attach gets a new device. Best effort, bounded: a device
+// another process still has open (udev) is left.
+func removeLoop(dev string) {
+	n, err := strconv.Atoi(strings.TrimPrefix(dev, "/dev/loop"))
+	if err != nil {
+		return
+	}
+	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	for range 50 {
+		if err := unix.IoctlSetInt(fd, unix.LOOP_CTL_REMOVE, n); err == nil || !errors.Is(err, unix.EBUSY) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// compareLoop reads the image's first 8 MiB (superblock,
 // group descriptors, bitmaps and inode tables of the first groups)
 // through the loop device's page cache and from the image file and logs
 // where they differ: a difference before the mount is cached state the
@@ -261,7 +289,7 @@ func (d *kdisk) compareLoop() {
 		}
 	}
 	if len(diff) > 0 {
-		d.t.Logf("diag: after e2fsck %d the loop device shows other content than the image in 1 KiB blocks %s", len(d.fsck), strings.Join(diff, " "))
+		d.t.Errorf("rig: after e2fsck %d the loop device shows other content than the image in 1 KiB blocks %s (stale page cache; the cut is not modelled)", len(d.fsck), strings.Join(diff, " "))
 	}
 }
 
