@@ -109,9 +109,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	if !vfs.DirSyncKeepsNewInodes(dataDir) {
 		log.Warn("the data directory's file system is not known to journal its metadata (ext4 with a journal and XFS are): "+
-			"after a power cut it must be checked (fsck -y) before it is mounted again, removals and overwrites "+
-			"cost extra fsyncs there, and a long series of cuts (tens, each repaired by fsck) can still lose or "+
-			"mix up S3 objects (docs/durability.md)", "data", dataDir)
+			"after a power cut it must be checked (fsck -y) before it is mounted again, and removals and "+
+			"overwrites cost extra fsyncs there (docs/durability.md)", "data", dataDir)
 	}
 	st, err := posix.Open(dataDir, posix.Options{Log: log})
 	if err != nil {
