@@ -148,15 +148,16 @@ func (b *Backend) removeFileRetired(p string) (removed bool, err error) {
 // request can be given it (see removeAllRetired). One syncfs per start;
 // with a journal nothing.
 func (b *Backend) settleStartup() {
+	if !b.noJournal { // decided once at Open
+		return
+	}
 	fd, err := unix.Open(b.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
 	defer unix.Close(fd)
-	if !fsjournal.Journaled(fd) {
-		if err := unix.Syncfs(fd); err != nil {
-			b.log.Warn("posix store: syncfs after start-up cleanup", "err", err)
-		}
+	if err := unix.Syncfs(fd); err != nil {
+		b.log.Warn("posix store: syncfs after start-up cleanup", "err", err)
 	}
 }
 
