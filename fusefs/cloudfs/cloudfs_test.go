@@ -163,17 +163,13 @@ func (r *rig) mount(cache string, mods ...func(*chunkstore.Config)) *mounted {
 	return m
 }
 
+// run runs a command in dir (testutil.RunIn, at most 2 minutes) with git
+// configured for tests and returns its output.
 func run(t *testing.T, dir string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(),
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(),
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
-	return string(out)
+	return testutil.RunIn(t, 2*time.Minute, dir, env, name, args...)
 }
 
 func sums(t *testing.T, dir string) map[string]string {

@@ -21,21 +21,21 @@ func TestLibiscsiTools(t *testing.T) {
 	testutil.NeedCmd(t, "iscsi-inq")
 	testutil.NeedCmd(t, "iscsi-readcapacity16")
 	tg := startOurs(t, 64<<20, iscsitgt.Config{})
-	out := run(t, time.Minute, "", "iscsi-ls", "-s", "iscsi://"+tg.addr)
+	out := testutil.Run(t, time.Minute, "iscsi-ls", "-s", "iscsi://"+tg.addr)
 	if !strings.Contains(out, "Target:"+tg.iqn+" Portal:"+tg.addr+",1") || !strings.Contains(out, "Lun:0") || !strings.Contains(out, "DIRECT_ACCESS") {
 		t.Fatalf("iscsi-ls:\n%s", out)
 	}
-	out = run(t, time.Minute, "", "iscsi-inq", tg.url)
+	out = testutil.Run(t, time.Minute, "iscsi-inq", tg.url)
 	for _, want := range []string{"Vendor:TRISTORE", "Peripheral Device Type:DIRECT_ACCESS", "CmdQue:1", "SBC-3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("iscsi-inq lacks %q:\n%s", want, out)
 		}
 	}
-	out = run(t, time.Minute, "", "iscsi-inq", "-e", "1", "-c", "128", tg.url)
+	out = testutil.Run(t, time.Minute, "iscsi-inq", "-e", "1", "-c", "128", tg.url)
 	if !strings.Contains(out, "Unit Serial Number") {
 		t.Errorf("iscsi-inq VPD 0x80:\n%s", out)
 	}
-	out = run(t, time.Minute, "", "iscsi-readcapacity16", tg.url)
+	out = testutil.Run(t, time.Minute, "iscsi-readcapacity16", tg.url)
 	if !strings.Contains(out, "Total size:67108864") || !strings.Contains(out, "LOGICAL BLOCK LENGTH IN BYTES:512") {
 		t.Fatalf("iscsi-readcapacity16:\n%s", out)
 	}
@@ -46,14 +46,14 @@ func TestLibiscsiCHAP(t *testing.T) {
 	user := wire.CHAPCredentials{User: "peeruser", Secret: "peer-secret-123"}
 	tg := startOurs(t, 8<<20, iscsitgt.Config{CHAP: iscsitgt.CHAPConfig{Initiator: user}})
 	good := "iscsi://peeruser%peer-secret-123@" + tg.addr + "/" + tg.iqn + "/0"
-	if out := run(t, time.Minute, "", "iscsi-inq", good); !strings.Contains(out, "TRISTORE") {
+	if out := testutil.Run(t, time.Minute, "iscsi-inq", good); !strings.Contains(out, "TRISTORE") {
 		t.Fatalf("iscsi-inq with CHAP:\n%s", out)
 	}
 	bad := "iscsi://peeruser%wrong-secret-0@" + tg.addr + "/" + tg.iqn + "/0"
-	if out, err := runErr(time.Minute, "iscsi-inq", bad); err == nil {
+	if out, err := testutil.TryRun(time.Minute, "iscsi-inq", bad); err == nil {
 		t.Fatalf("iscsi-inq with a wrong secret succeeded:\n%s", out)
 	}
-	if out, err := runErr(time.Minute, "iscsi-inq", tg.url); err == nil {
+	if out, err := testutil.TryRun(time.Minute, "iscsi-inq", tg.url); err == nil {
 		t.Fatalf("iscsi-inq without CHAP succeeded:\n%s", out)
 	}
 }
@@ -69,9 +69,9 @@ func TestQemuImg(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run(t, 2*time.Minute, "", "qemu-img", "convert", "-f", "raw", "-O", "raw", "-n", src, tg.url)
+	testutil.Run(t, 2*time.Minute, "qemu-img", "convert", "-f", "raw", "-O", "raw", "-n", src, tg.url)
 	back := filepath.Join(dir, "back.raw")
-	run(t, 2*time.Minute, "", "qemu-img", "convert", "-f", "raw", "-O", "raw", tg.url, back)
+	testutil.Run(t, 2*time.Minute, "qemu-img", "convert", "-f", "raw", "-O", "raw", tg.url, back)
 	got, err := os.ReadFile(back)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestQemuImg(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatalf("image read back over iSCSI differs (%d vs %d bytes)", len(got), len(data))
 	}
-	out := run(t, time.Minute, "", "qemu-img", "info", tg.url)
+	out := testutil.Run(t, time.Minute, "qemu-img", "info", tg.url)
 	if !strings.Contains(out, "16 MiB") {
 		t.Errorf("qemu-img info:\n%s", out)
 	}

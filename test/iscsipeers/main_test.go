@@ -43,19 +43,6 @@ func startTgt(t *testing.T, size int64) string {
 	return "iscsi://" + tg.Portal + "/" + tg.IQN + "/1"
 }
 
-func run(t *testing.T, timeout time.Duration, dir, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // cuOutcome is one iscsi-test-cu test's result. The tool reports a test
 // that skipped ("[SKIPPED] X is not implemented") as passed; it is told
 // apart here so a skip is never counted as a pass.
@@ -233,12 +220,4 @@ func parseCU(out string) cuResults {
 		finish(cuFail)
 	}
 	return res
-}
-
-// runErr runs a command and returns its output and error.
-func runErr(timeout time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	return string(out), err
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,18 +69,6 @@ func pathJoin(export, file string) string {
 	return p
 }
 
-// run runs a peer tool with a time limit and returns its combined output.
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, testutil.NeedCmd(t, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 func TestLibnfsTools(t *testing.T) {
 	testutil.NeedCmd(t, "nfs-ls")
 	dir := t.TempDir()
@@ -93,11 +80,11 @@ func TestLibnfsTools(t *testing.T) {
 	port := startServer(t, dir, "/=rw,no_root_squash", "/bucket1=rw")
 
 	// nfs-ls of the root export and of a bucket export.
-	out := run(t, "nfs-ls", nfsURL(port, "/", ""))
+	out := testutil.Run(t, time.Minute, "nfs-ls", nfsURL(port, "/", ""))
 	if !strings.Contains(out, "bucket1") {
 		t.Fatalf("nfs-ls / does not show bucket1:\n%s", out)
 	}
-	out = run(t, "nfs-ls", "-R", nfsURL(port, "/bucket1", ""))
+	out = testutil.Run(t, time.Minute, "nfs-ls", "-R", nfsURL(port, "/bucket1", ""))
 	for _, want := range []string{"hello.txt", "sub", "blob.bin"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("nfs-ls -R /bucket1 lacks %s:\n%s", want, out)
@@ -108,27 +95,25 @@ func TestLibnfsTools(t *testing.T) {
 	}
 
 	// nfs-cat
-	if out := run(t, "nfs-cat", nfsURL(port, "/bucket1", "hello.txt")); out != "hello from tristore\n" {
+	if out := testutil.Run(t, time.Minute, "nfs-cat", nfsURL(port, "/bucket1", "hello.txt")); out != "hello from tristore\n" {
 		t.Fatalf("nfs-cat: %q", out)
 	}
 
 	// nfs-cp from the server to a local file.
 	local := filepath.Join(t.TempDir(), "copy.bin")
-	run(t, "nfs-cp", nfsURL(port, "/bucket1", "sub/blob.bin"), local)
+	testutil.Run(t, time.Minute, "nfs-cp", nfsURL(port, "/bucket1", "sub/blob.bin"), local)
 	if got, _ := os.ReadFile(local); !bytes.Equal(got, data) {
 		t.Fatalf("nfs-cp download: %d bytes, differs", len(got))
 	}
 	// nfs-cp from a local file to the server (new file), through the root export.
-	run(t, "nfs-cp", local, nfsURL(port, "/", "bucket1/uploaded.bin"))
+	testutil.Run(t, time.Minute, "nfs-cp", local, nfsURL(port, "/", "bucket1/uploaded.bin"))
 	if got, _ := os.ReadFile(filepath.Join(dir, "bucket1", "uploaded.bin")); !bytes.Equal(got, data) {
 		t.Fatalf("nfs-cp upload: %d bytes on disk, differs", len(got))
 	}
 	// nfs-cp creates with CREATE GUARDED, so copying onto an existing
 	// name must fail with NFS3ERR_EXIST (as against knfsd) and leave it intact.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out2, err := exec.CommandContext(ctx, "nfs-cp", local, nfsURL(port, "/bucket1", "hello.txt")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out2), "NFS3ERR_EXIST") {
+	out2, err := testutil.TryRun(time.Minute, "nfs-cp", local, nfsURL(port, "/bucket1", "hello.txt"))
+	if err == nil || !strings.Contains(out2, "NFS3ERR_EXIST") {
 		t.Fatalf("nfs-cp onto an existing file: err %v\n%s", err, out2)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "bucket1", "hello.txt")); string(got) != "hello from tristore\n" {

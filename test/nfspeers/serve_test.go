@@ -3,7 +3,6 @@ package nfspeers
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,17 +29,17 @@ func TestServeCLI(t *testing.T) {
 	url := func(p string) string {
 		return "nfs://127.0.0.1" + p + "?nfsport=" + port + "&mountport=" + port + "&version=3"
 	}
-	if out := run(t, "nfs-cat", url("/bkt/obj.txt")); out != "object body" {
+	if out := testutil.Run(t, time.Minute, "nfs-cat", url("/bkt/obj.txt")); out != "object body" {
 		t.Fatalf("nfs-cat through serve: %q", out)
 	}
-	if out := run(t, "nfs-ls", url("/")); !strings.Contains(out, "bkt") {
+	if out := testutil.Run(t, time.Minute, "nfs-ls", url("/")); !strings.Contains(out, "bkt") {
 		t.Fatalf("nfs-ls through serve: %q", out)
 	}
 	// /bkt is exported read-only: the longest matching export wins.
 	src := filepath.Join(t.TempDir(), "src")
 	os.WriteFile(src, []byte("x"), 0o644)
-	out, err := exec.CommandContext(ctx, "nfs-cp", src, url("/bkt/new.txt")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "NFS3ERR_ROFS") {
+	out, err := testutil.TryRun(time.Minute, "nfs-cp", src, url("/bkt/new.txt"))
+	if err == nil || !strings.Contains(out, "NFS3ERR_ROFS") {
 		t.Fatalf("write to a ro export: %v %s", err, out)
 	}
 	if !srv.Stop() {

@@ -1,9 +1,9 @@
 package soak
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -315,36 +315,19 @@ func startMount(ctx context.Context, s *server, name, url, dir, logPath, netns s
 	}
 }
 
-// run runs a command to its end (bounded by timeout) in dir and returns
-// its combined output.
+// run runs a command to its end (testutil.Exec: bounded by timeout and
+// parent, in dir with env, killed with its process group) and returns its
+// combined output; a command that ran out of time is an errHang, and the
+// error carries the start of the output.
 func run(parent context.Context, timeout time.Duration, dir string, env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	if env != nil {
-		cmd.Env = env
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// A program stuck in the kernel on a dead FUSE mount is killed with
-	// its children; WaitDelay stops us waiting for its pipes forever.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil && parent.Err() == nil {
-		err = fmt.Errorf("%w (timed out after %v)", errHang, timeout)
+	out, err := testutil.Exec(parent, timeout, dir, env, name, args...)
+	if errors.Is(err, testutil.ErrTimedOut) {
+		err = fmt.Errorf("%w: %w", errHang, err)
 	}
 	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, clip(out.String(), 600))
+		return out, fmt.Errorf("%w: %s", err, clip(out, 600))
 	}
-	return out.String(), nil
-}
-
-// quiet runs a cleanup command and ignores its failure.
-func quiet(name string, args ...string) {
-	run(context.Background(), 60*time.Second, "", nil, name, args...)
+	return out, nil
 }
 
 func clip(s string, n int) string {

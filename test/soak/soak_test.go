@@ -369,7 +369,7 @@ func runSoak(t *testing.T, st settings) {
 	}
 	if r.ext4Mounted() {
 		rec.note("ext4 still mounted after the checks; detaching it lazily")
-		quiet("umount", "-l", r.ext4)
+		testutil.Quiet("umount", "-l", r.ext4)
 	}
 	r.detachLoop()
 	for _, p := range []*proc{r.iscsi, r.nfs} {
@@ -615,7 +615,7 @@ func (r *rig) dropExt4() {
 		if r.iscsi != nil {
 			r.iscsi.stop(syscall.SIGKILL, 10*time.Second)
 		}
-		quiet("umount", "-l", r.ext4)
+		testutil.Quiet("umount", "-l", r.ext4)
 	}
 }
 
@@ -636,7 +636,7 @@ func (r *rig) teardown() {
 	}
 	for _, m := range []string{r.iscsiMnt, r.nfsMnt} {
 		if testutil.IsMounted(m) {
-			quiet("umount", "-l", m)
+			testutil.Quiet("umount", "-l", m)
 		}
 	}
 	if r.srv != nil && r.srv.pid() != 0 {
