@@ -1,14 +1,16 @@
 package testutil
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Loop devices for tests: one way to attach a file, detach exactly that
@@ -49,9 +51,9 @@ func AttachLoop(t testing.TB, file string, flags ...string) *Loop {
 		t.Fatalf("loop device for %s: %v", file, err)
 	}
 	args := append(append([]string{"--find", "--show"}, flags...), abs)
-	out, err := runBounded(time.Minute, "losetup", args...)
+	out, err := TryRun(time.Minute, "losetup", args...)
 	if err != nil {
-		t.Fatalf("losetup %s: %v %s", strings.Join(args, " "), err, out)
+		t.Fatalf("%v %s", err, out)
 	}
 	l := &Loop{Dev: strings.TrimSpace(out), File: abs}
 	t.Cleanup(func() {
@@ -80,7 +82,7 @@ func (l *Loop) Detach(t testing.TB) error {
 	var out string
 	var err error
 	for deadline, i := time.Now().Add(loopDetachTries), 0; i < 100; i++ {
-		if out, err = runBounded(loopDetachTries, "losetup", "-d", l.Dev); err == nil || !l.Holds() {
+		if out, err = TryRun(loopDetachTries, "losetup", "-d", l.Dev); err == nil || !l.Holds() {
 			err = nil
 			break
 		}
@@ -90,7 +92,7 @@ func (l *Loop) Detach(t testing.TB) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("losetup -d %s (holding %s), retried for %v: %v %s", l.Dev, l.File, loopDetachTries, err, strings.TrimSpace(out))
+		return fmt.Errorf("%v (%s holding %s), retried for %v: %s", err, l.Dev, l.File, loopDetachTries, strings.TrimSpace(out))
 	}
 	start := time.Now()
 	for deadline, i := start.Add(loopReleaseWithin), 0; i < 10000 && l.Holds(); i++ {
@@ -136,11 +138,40 @@ func DetachLoopsUnder(t testing.TB, dir string) {
 	}
 }
 
-// runBounded runs a command for at most timeout and returns its combined
-// output.
-func runBounded(timeout time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	return string(out), err
+// FlushBufs drops the device's page cache (`blockdev --flushbufs DEV`, at
+// most 30 s). That cache outlives a detach and may be handed to the next
+// opener of the same device: a test that changes the backing file behind
+// the device (a simulated power cut, e2fsck on the file) flushes before
+// it detaches. The sync part of the flush fails (EIO) when the backing
+// file's writes fail; the error is the caller's to report or ignore.
+func (l *Loop) FlushBufs() error {
+	out, err := TryRun(30*time.Second, "blockdev", "--flushbufs", l.Dev)
+	if err != nil {
+		return fmt.Errorf("%v %s", err, strings.TrimSpace(out))
+	}
+	return nil
+}
+
+// Remove deletes the detached device node (LOOP_CTL_REMOVE) so that its
+// page cache goes with it and the next AttachLoop gets a fresh device
+// (test/powerloss saw blocks cached from before a power cut survive
+// FlushBufs). It does nothing while the device holds File. Best effort and
+// bounded: a device still busy after 1 s (udev has it open, another test
+// attached it meanwhile) is left.
+func (l *Loop) Remove() {
+	n, err := strconv.Atoi(strings.TrimPrefix(l.Dev, "/dev/loop"))
+	if err != nil || l.Holds() {
+		return
+	}
+	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	for range 50 {
+		if err := unix.IoctlSetInt(fd, unix.LOOP_CTL_REMOVE, n); err == nil || !errors.Is(err, unix.EBUSY) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
