@@ -107,7 +107,7 @@ func TestCLI(t *testing.T) {
 		go func() { exited <- cmd.Wait() }()
 		t.Cleanup(func() {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
-			quiet("umount", "-l", dir)
+			testutil.Quiet("umount", "-l", dir)
 		})
 		file := filepath.Join(dir, "lun")
 		deadline := time.Now().Add(60 * time.Second)

@@ -95,7 +95,7 @@ func fstrimCase(t *testing.T, mkfs, check []string) {
 		var fsst syscall.Statfs_t
 		syscall.Statfs(mnt, &fsst)
 		syscall.Sync()
-		out := run(t, 3*time.Minute, "fstrim", "-v", mnt)
+		out := strings.TrimSpace(testutil.Run(t, 3*time.Minute, "fstrim", "-v", mnt))
 		trimmed = allocated(t, tg.Path)
 		t.Logf("fstrim %d: volume allocation %d MiB after writing, %d MiB after rm + fstrim (%s)", attempt, full>>20, trimmed>>20, out)
 		if full-trimmed >= 40<<20 {
@@ -111,7 +111,35 @@ func fstrimCase(t *testing.T, mkfs, check []string) {
 	if err := os.WriteFile(filepath.Join(mnt, "after.txt"), []byte("still here"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run(t, time.Minute, "umount", mnt)
+	testutil.Run(t, time.Minute, "umount", mnt)
 	st.mnt = ""
-	run(t, 3*time.Minute, check[0], append(check[1:], st.loop.Dev)...)
+	checkFS(t, st.loop, check)
+}
+
+// checkFS runs the read-only file system check (argv, the device
+// appended) on loop's device. On a failure its whole output is logged and
+// kept in a file that outlives the test (TestFstrimReachesVolume/xfs once
+// failed at xfs_repair -n with the output lost), and the check runs once
+// more after the device's page cache is dropped: a second run that passes
+// points at stale cached blocks, one that fails the same way at the
+// volume itself. The test fails either way.
+func checkFS(t *testing.T, loop *testutil.Loop, argv []string) {
+	t.Helper()
+	args := append(append([]string{}, argv[1:]...), loop.Dev)
+	out, err := testutil.TryRun(3*time.Minute, argv[0], args...)
+	if err == nil {
+		return
+	}
+	kept := "not kept: "
+	if f, kerr := os.CreateTemp("", "tristore-"+strings.ReplaceAll(t.Name(), "/", "-")+"-*.log"); kerr != nil {
+		kept += kerr.Error()
+	} else {
+		f.WriteString(err.Error() + "\n" + out)
+		f.Close()
+		kept = "kept in " + f.Name()
+	}
+	t.Errorf("%v (output %s):\n%s", err, kept, out)
+	ferr := loop.FlushBufs()
+	out2, err2 := testutil.TryRun(3*time.Minute, argv[0], args...)
+	t.Fatalf("the same check again, after blockdev --flushbufs (%v): %v\n%s", ferr, err2, out2)
 }

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,25 +55,6 @@ func (d *fileDev) Size() int64                 { return d.sz }
 func (d *fileDev) BlockSize() int              { return 512 }
 func (d *fileDev) Close() error                { return d.f.Close() }
 
-func run(t *testing.T, timeout time.Duration, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// quiet runs a cleanup command and ignores its failure (the thing it
-// removes may already be gone).
-func quiet(name string, args ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = exec.CommandContext(ctx, name, args...).Run()
-}
-
 // stack is one FUSE mount + loop device + (optionally) ext4 mount.
 type stack struct {
 	srv  *blockfile.Server
@@ -113,16 +92,16 @@ func upFS(t *testing.T, dev blockdev.Device, mnt string, mkfs ...string) *stack 
 	s.loop = testutil.AttachLoop(t, filepath.Join(s.fuse, "lun"))
 	t.Cleanup(func() { s.down(t) })
 	if len(mkfs) > 0 {
-		run(t, 3*time.Minute, mkfs[0], append(mkfs[1:], s.loop.Dev)...)
+		testutil.Run(t, 3*time.Minute, mkfs[0], append(mkfs[1:], s.loop.Dev)...)
 	}
-	run(t, time.Minute, "mount", s.loop.Dev, mnt)
+	testutil.Run(t, time.Minute, "mount", s.loop.Dev, mnt)
 	return s
 }
 
 // down unmounts in reverse order; safe to call twice.
 func (s *stack) down(t *testing.T) {
 	if s.mnt != "" {
-		quiet("umount", s.mnt)
+		testutil.Quiet("umount", s.mnt)
 		s.mnt = ""
 	}
 	if s.loop != nil {
@@ -141,7 +120,7 @@ func (s *stack) down(t *testing.T) {
 		}
 		if err != nil {
 			t.Errorf("fuse unmount: %v", err)
-			quiet("umount", "-l", s.fuse)
+			testutil.Quiet("umount", "-l", s.fuse)
 		}
 		s.srv = nil
 	}
@@ -201,12 +180,11 @@ func ext4RoundTrip(t *testing.T, open func(t *testing.T) blockdev.Device) {
 			t.Fatalf("%s: checksum mismatch after remount", name)
 		}
 	}
-	run(t, 3*time.Minute, "umount", mnt)
+	testutil.Run(t, 3*time.Minute, "umount", mnt)
 	s.mnt = ""
 	// the file system must be clean after a proper unmount
-	out, err := exec.Command("e2fsck", "-fn", s.loop.Dev).CombinedOutput()
-	if err != nil {
-		t.Fatalf("e2fsck after remount: %v\n%s", err, out)
+	if out, err := testutil.TryRun(3*time.Minute, "e2fsck", "-fn", s.loop.Dev); err != nil {
+		t.Fatalf("after remount: %v\n%s", err, out)
 	}
 	s.down(t)
 }

@@ -35,7 +35,7 @@ func startMount(t *testing.T, size int64, args ...string) *mountProc {
 	go func() { m.exited <- m.cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = m.cmd.Process.Signal(syscall.SIGKILL)
-		quiet("umount", "-l", m.dir)
+		testutil.Quiet("umount", "-l", m.dir)
 	})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
