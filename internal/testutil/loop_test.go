@@ -125,3 +125,36 @@ func TestDetachLoopsUnder(t *testing.T) {
 		t.Fatalf("after DetachLoopsUnder %s: %s holds %q, %s holds %q", dir, in.Dev, LoopBacking(in.Dev), out.Dev, LoopBacking(out.Dev))
 	}
 }
+
+// TestLoopRemove: Remove leaves a device that still holds its file alone
+// and deletes a detached one (its sysfs entry goes; another test may have
+// made a new device with the same number meanwhile, then that one holds
+// another file).
+func TestLoopRemove(t *testing.T) {
+	needLoop(t)
+	NeedCmd(t, "blockdev")
+	l := AttachLoop(t, loopFile(t, "", "r.img"))
+	if err := l.FlushBufs(); err != nil {
+		t.Fatal(err)
+	}
+	l.Remove()
+	if !l.Holds() {
+		t.Fatalf("Remove took %s from %s while attached", l.Dev, l.File)
+	}
+	if err := l.Detach(t); err != nil {
+		t.Fatal(err)
+	}
+	l.Remove()
+	sys := filepath.Join("/sys/block", filepath.Base(l.Dev))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sys); os.IsNotExist(err) {
+			return
+		}
+		if b := LoopBacking(l.Dev); b != "" && b != l.File {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists, detached, 5 s after Remove", l.Dev)
+		}
+	}
+}
