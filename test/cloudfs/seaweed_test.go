@@ -345,7 +345,7 @@ func TestSeaweedCluster(t *testing.T) {
 	backend := fmt.Sprintf("s3://127.0.0.1:%d/tree", c.s3Port)
 	gw1, gw2 := t.TempDir(), t.TempDir() // the gateways' data directories
 	for vol, gw := range map[string]string{"vol1": gw1, "vol2": gw2} {
-		sh(t, bin, "volume", "create", "--data", gw, "--backend", backend, "--s3-access-key", ak, "--s3-secret-key", sk, vol, "64Mi")
+		testutil.Run(t, 2*time.Minute, bin, "volume", "create", "--data", gw, "--backend", backend, "--s3-access-key", ak, "--s3-secret-key", sk, vol, "64Mi")
 	}
 
 	dir, cache := t.TempDir(), t.TempDir()
@@ -356,7 +356,7 @@ func TestSeaweedCluster(t *testing.T) {
 	vm := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir, append(append([]string{"--cache", vcache}, writeBack...), common...)...)
 	lun := filepath.Join(vdir, "lun")
 	dev := testutil.AttachLoop(t, lun)
-	sh(t, "mkfs.ext4", "-q", "-F", dev.Dev)
+	testutil.Run(t, 2*time.Minute, "mkfs.ext4", "-q", "-F", dev.Dev)
 	vmnt := t.TempDir()
 	mountFS(t, dev.Dev, vmnt)
 	// vol2: an iSCSI LUN of `tristore serve`.
@@ -370,9 +370,9 @@ func TestSeaweedCluster(t *testing.T) {
 	t.Logf("cluster, mounts and LUN up at %.1f s", time.Since(start).Seconds())
 	// The first copy, left to the write-back; then the server to kill is
 	// one holding (one of the two copies of) some of it.
-	sh(t, "cp", "-a", jsonSrc, filepath.Join(dir, "json"))
-	sh(t, "cp", "-a", jsonSrc, filepath.Join(vmnt, "json"))
-	sh(t, "sync", "-f", filepath.Join(vmnt, "json"))
+	testutil.Run(t, 2*time.Minute, "cp", "-a", jsonSrc, filepath.Join(dir, "json"))
+	testutil.Run(t, 2*time.Minute, "cp", "-a", jsonSrc, filepath.Join(vmnt, "json"))
+	testutil.Run(t, 2*time.Minute, "sync", "-f", filepath.Join(vmnt, "json"))
 	waitWrittenBack(t, cache, vcache)
 	written := time.Since(start)
 	victim, held, needles := c.victim(256 << 10)
@@ -434,12 +434,12 @@ func TestSeaweedCluster(t *testing.T) {
 	t.Logf("killed %s (it held %d bytes in %d needles) at %.1f s (first copy written back at %.1f s) with the writers at %d, %d and %d steps",
 		victim, held, needles, killedAt.Seconds(), written.Seconds(), ws[0].acked.Load(), ws[1].acked.Load(), ws[2].acked.Load())
 	// Copies while the writers go on and the cluster notices the loss.
-	sh(t, "cp", "-a", xmlSrc, filepath.Join(dir, "xml"))
-	sh(t, "cp", "-a", filepath.Join(dir, "json"), filepath.Join(dir, "json-copy"))
+	testutil.Run(t, 2*time.Minute, "cp", "-a", xmlSrc, filepath.Join(dir, "xml"))
+	testutil.Run(t, 2*time.Minute, "cp", "-a", filepath.Join(dir, "json"), filepath.Join(dir, "json-copy"))
 	if got := sums(t, filepath.Join(dir, "json-copy")); !maps.Equal(got, wantJSON) {
 		t.Fatal("copy inside the mount differs after the volume server died")
 	}
-	sh(t, "cp", "-a", xmlSrc, filepath.Join(vmnt, "xml"))
+	testutil.Run(t, 2*time.Minute, "cp", "-a", xmlSrc, filepath.Join(vmnt, "xml"))
 	waitWriters(func(w *writer) bool {
 		select {
 		case <-w.done:
@@ -462,8 +462,8 @@ func TestSeaweedCluster(t *testing.T) {
 	}
 
 	// Everything stops cleanly: final write-backs and the LUN's flush.
-	sh(t, "umount", vmnt)
-	sh(t, "e2fsck", "-fn", dev.Dev)
+	testutil.Run(t, 2*time.Minute, "umount", vmnt)
+	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", dev.Dev)
 	if err := dev.Detach(t); err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +499,7 @@ func TestSeaweedCluster(t *testing.T) {
 	vm2 := testutil.StartMount(t, bin, "s3://tree/volumes/vol1", vdir2, append([]string{"--cache", t.TempDir()}, ro...)...)
 	lun2 := filepath.Join(vdir2, "lun")
 	dev2 := testutil.AttachLoop(t, lun2, "-r")
-	sh(t, "e2fsck", "-fn", dev2.Dev)
+	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", dev2.Dev)
 	vmnt2 := t.TempDir()
 	mountFS(t, dev2.Dev, vmnt2, "-o", "ro")
 	for name, want := range map[string]map[string]string{"json": wantJSON, "xml": wantXML} {
@@ -508,7 +508,7 @@ func TestSeaweedCluster(t *testing.T) {
 		}
 	}
 	checkFiles(t, filepath.Join(vmnt2, "load"), n[1], 2000, extSize)
-	sh(t, "umount", vmnt2)
+	testutil.Run(t, 2*time.Minute, "umount", vmnt2)
 	if err := dev2.Detach(t); err != nil {
 		t.Fatal(err)
 	}

@@ -18,20 +18,9 @@ import (
 	"github.com/tristore/tristore/internal/testutil"
 )
 
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
-	return string(out)
-}
-
 func mountFS(t *testing.T, dev, dir string, opts ...string) {
 	t.Helper()
-	sh(t, "mount", append(opts, dev, dir)...)
+	testutil.Run(t, 2*time.Minute, "mount", append(opts, dev, dir)...)
 	t.Cleanup(func() {
 		if testutil.IsMounted(dir) {
 			syscall.Unmount(dir, syscall.MNT_DETACH)
@@ -71,7 +60,7 @@ func TestCloudVolume(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
 	gw := t.TempDir() // the gateway's data directory
 	keys := []string{"--s3-access-key", ak, "--s3-secret-key", sk}
-	out := sh(t, bin, append([]string{"volume", "create", "--data", gw, "--backend", "s3://" + hostport + "/vols", "--s3-lease-ttl", "4s", "vol1", "96Mi"}, keys...)...)
+	out := testutil.Run(t, 2*time.Minute, bin, append([]string{"volume", "create", "--data", gw, "--backend", "s3://" + hostport + "/vols", "--s3-lease-ttl", "4s", "vol1", "96Mi"}, keys...)...)
 	if !strings.Contains(out, "iqn.2026-11.io.tristore:-cloud:vol1") {
 		t.Fatalf("volume create said: %s", out)
 	}
@@ -82,7 +71,7 @@ func TestCloudVolume(t *testing.T) {
 	src := filepath.Join(runtime.GOROOT(), "src", "encoding")
 	want := sums(t, src)
 	tarball := filepath.Join(t.TempDir(), "src.tar")
-	sh(t, "tar", "-C", filepath.Dir(src), "-cf", tarball, "encoding")
+	testutil.Run(t, 2*time.Minute, "tar", "-C", filepath.Dir(src), "-cf", tarball, "encoding")
 	common := append([]string{"--s3-endpoint", ep, "--s3-lease-ttl", "4s"}, keys...)
 	dir := t.TempDir()
 	m := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir, append([]string{"--cache", t.TempDir()}, common...)...)
@@ -91,15 +80,15 @@ func TestCloudVolume(t *testing.T) {
 		t.Fatalf("volume file: %v %v", fi, err)
 	}
 	dev := testutil.AttachLoop(t, lun)
-	sh(t, "mkfs.ext4", "-q", "-F", dev.Dev)
+	testutil.Run(t, 2*time.Minute, "mkfs.ext4", "-q", "-F", dev.Dev)
 	mnt := t.TempDir()
 	mountFS(t, dev.Dev, mnt)
-	sh(t, "tar", "-C", mnt, "-xf", tarball)
+	testutil.Run(t, 2*time.Minute, "tar", "-C", mnt, "-xf", tarball)
 	if got := sums(t, filepath.Join(mnt, "encoding")); !maps.Equal(got, want) {
 		t.Fatal("tree differs on ext4 over the cloud volume")
 	}
-	sh(t, "umount", mnt)
-	sh(t, "e2fsck", "-fn", dev.Dev)
+	testutil.Run(t, 2*time.Minute, "umount", mnt)
+	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", dev.Dev)
 
 	// A second gateway is refused while this one holds the volume.
 	out2, err := exec.Command(bin, append([]string{"mount", "s3://vols/volumes/vol1", t.TempDir(), "--cache", t.TempDir()}, common...)...).CombinedOutput()
@@ -116,13 +105,13 @@ func TestCloudVolume(t *testing.T) {
 	m2 := testutil.StartMount(t, bin, "s3://vols/volumes/vol1", dir2, append([]string{"--cache", t.TempDir(), "--s3-read-only"}, common...)...)
 	lun2 := filepath.Join(dir2, "lun")
 	dev2 := testutil.AttachLoop(t, lun2, "-r")
-	sh(t, "e2fsck", "-fn", dev2.Dev)
+	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", dev2.Dev)
 	mnt1 := t.TempDir()
 	mountFS(t, dev2.Dev, mnt1, "-o", "ro")
 	if got := sums(t, filepath.Join(mnt1, "encoding")); !maps.Equal(got, want) {
 		t.Fatal("tree differs after a remount with an empty cache")
 	}
-	sh(t, "umount", mnt1)
+	testutil.Run(t, 2*time.Minute, "umount", mnt1)
 	if err := dev2.Detach(t); err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +133,12 @@ func copyOverISCSI(t *testing.T, bin, gw, name string) string {
 	sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: gw, On: []string{"iscsi"}})
 	addr := sv.Addrs["iscsi"]
 	iqn := "iqn.2026-11.io.tristore:-cloud:" + name
-	if out := sh(t, "iscsi-ls", "-s", "iscsi://"+addr); !strings.Contains(out, iqn) {
+	if out := testutil.Run(t, 2*time.Minute, "iscsi-ls", "-s", "iscsi://"+addr); !strings.Contains(out, iqn) {
 		t.Fatalf("iscsi-ls:\n%s", out)
 	}
 	raw := filepath.Join(t.TempDir(), "copy.raw")
-	sh(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
-	sh(t, "e2fsck", "-fn", raw)
+	testutil.Run(t, 2*time.Minute, "qemu-img", "convert", "-f", "raw", "-O", "raw", "iscsi://"+addr+"/"+iqn+"/0", raw)
+	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", raw)
 	mnt := t.TempDir()
 	mountFS(t, testutil.AttachLoop(t, raw, "-r").Dev, mnt, "-o", "ro")
 	return mnt

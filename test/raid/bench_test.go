@@ -87,7 +87,7 @@ func TestBenchIozone(t *testing.T) {
 	var devs []blockdev.Device
 	for range n {
 		data := t.TempDir()
-		sh(t, bin, "volume", "create", "--data", data, "vol/m", fmt.Sprint(vol))
+		testutil.Run(t, 2*time.Minute, bin, "volume", "create", "--data", data, "vol/m", fmt.Sprint(vol))
 		sv := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: data, On: []string{"iscsi"}})
 		p, err := netem.NewProxy("127.0.0.1:0", sv.Addrs["iscsi"], netem.Symmetric(netem.Dir{Rate: rate}))
 		if err != nil {

@@ -39,7 +39,7 @@ func TestGatewayExt4(t *testing.T) {
 	for i := range 3 {
 		members = append(members, filepath.Join(dir, "m"+string(rune('0'+i))))
 	}
-	sh(t, bin, append([]string{"raid", "create", "--level", "5", "--size", "48Mi"}, members...)...)
+	testutil.Run(t, 2*time.Minute, bin, append([]string{"raid", "create", "--level", "5", "--size", "48Mi"}, members...)...)
 	raidFlag := "r5=" + strings.Join(members, ",")
 
 	src := filepath.Join(runtime.GOROOT(), "src", "encoding")
@@ -59,14 +59,14 @@ func TestGatewayExt4(t *testing.T) {
 		t.Fatalf("LUN is %d bytes", fi.Size())
 	}
 	l := testutil.AttachLoop(t, lun)
-	sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", l.Dev)
+	testutil.Run(t, 2*time.Minute, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", l.Dev)
 	mnt := t.TempDir()
 	mountExt4(t, l.Dev, mnt)
-	sh(t, "cp", "-a", src, filepath.Join(mnt, "encoding"))
+	testutil.Run(t, 2*time.Minute, "cp", "-a", src, filepath.Join(mnt, "encoding"))
 	if d := diffSums(want, sums(t, filepath.Join(mnt, "encoding"))); d != nil {
 		t.Fatalf("tree differs on ext4 over the gateway: %v", d)
 	}
-	sh(t, "umount", mnt)
+	testutil.Run(t, 2*time.Minute, "umount", mnt)
 	if err := l.Detach(t); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestGatewayExt4(t *testing.T) {
 		Dirty  bool
 		Failed []int
 	}
-	if err := json.Unmarshal([]byte(sh(t, bin, append([]string{"raid", "status", "--json"}, members...)...)), &st); err != nil {
+	if err := json.Unmarshal([]byte(testutil.Run(t, 2*time.Minute, bin, append([]string{"raid", "status", "--json"}, members...)...)), &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Dirty || len(st.Failed) != 0 {
@@ -103,8 +103,8 @@ func TestGatewayExt4(t *testing.T) {
 	if d := diffSums(want, sums(t, filepath.Join(mnt, "encoding"))); d != nil {
 		t.Fatalf("tree differs on the degraded array: %v", d)
 	}
-	sh(t, "umount", mnt)
-	sh(t, "e2fsck", "-fn", l.Dev)
+	testutil.Run(t, 2*time.Minute, "umount", mnt)
+	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", l.Dev)
 	if err := l.Detach(t); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestGatewayISCSIMembers(t *testing.T) {
 		tgs = append(tgs, tg)
 		urls = append(urls, "iscsi://"+tg.sv.Addrs["iscsi"]+"/iqn.2026-11.io.tristore:vol:m/0")
 	}
-	sh(t, bin, append([]string{"raid", "create", "--level", "5"}, urls...)...)
+	testutil.Run(t, 2*time.Minute, bin, append([]string{"raid", "create", "--level", "5"}, urls...)...)
 	gw := testutil.StartServe(t, testutil.ServeOptions{Bin: bin, Data: t.TempDir(), On: []string{"iscsi"},
 		Args: []string{"--raid", "r=" + strings.Join(urls, ","), "--raid-member-timeout", "2s"}})
 	s, err := iscsi.Open(ctx, iscsi.Config{Portal: gw.Addrs["iscsi"], Target: "iqn.2026-11.io.tristore:-raid:r"})
@@ -194,7 +194,7 @@ func TestGatewayISCSIMembers(t *testing.T) {
 		Dirty  bool
 		Failed []int
 	}
-	out := sh(t, bin, "raid", "status", "--json", urls[0], urls[2])
+	out := testutil.Run(t, 2*time.Minute, bin, "raid", "status", "--json", urls[0], urls[2])
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestGatewayISCSIMembers(t *testing.T) {
 	if !gw.Stop() || !gw.ExitedCleanly() {
 		t.Fatalf("gateway did not stop cleanly:\n%s", gw.Log())
 	}
-	out = sh(t, bin, "raid", "status", "--json", urls[2], urls[1], urls[0])
+	out = testutil.Run(t, 2*time.Minute, bin, "raid", "status", "--json", urls[2], urls[1], urls[0])
 	st.Failed = nil
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,30 +17,11 @@ import (
 
 func TestMain(m *testing.M) { testutil.Main(m) }
 
-// sh runs a command (bounded to 2 minutes) and fails t with its output.
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// quiet runs a cleanup command and ignores its failure.
-func quiet(name string, args ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = exec.CommandContext(ctx, name, args...).Run()
-}
-
 // mountExt4 mounts dev on dir; the cleanup unmounts it lazily if the test
 // did not.
 func mountExt4(t *testing.T, dev, dir string) {
 	t.Helper()
-	sh(t, "mount", "-t", "ext4", dev, dir)
+	testutil.Run(t, 2*time.Minute, "mount", "-t", "ext4", dev, dir)
 	t.Cleanup(func() {
 		if testutil.IsMounted(dir) {
 			syscall.Unmount(dir, syscall.MNT_DETACH)

@@ -29,7 +29,7 @@ type target struct {
 func startTarget(t *testing.T, bin string) *target {
 	t.Helper()
 	tg := &target{bin: bin, data: t.TempDir()}
-	sh(t, bin, "volume", "create", "--data", tg.data, "vol/m", fmt.Sprint(memberSize))
+	testutil.Run(t, 2*time.Minute, bin, "volume", "create", "--data", tg.data, "vol/m", fmt.Sprint(memberSize))
 	tg.start(t)
 	return tg
 }
@@ -92,7 +92,7 @@ func mountArray(t *testing.T, dev blockdev.Device, mkfs bool) *fsStack {
 	t.Cleanup(func() { s.down(t) })
 	s.loop = testutil.AttachLoop(t, filepath.Join(fuse, "lun"))
 	if mkfs {
-		sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", s.loop.Dev)
+		testutil.Run(t, 2*time.Minute, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", s.loop.Dev)
 	}
 	mountExt4(t, s.loop.Dev, s.mnt)
 	return s
@@ -102,8 +102,8 @@ func mountArray(t *testing.T, dev blockdev.Device, mkfs bool) *fsStack {
 // and unmounts FUSE; safe to call twice.
 func (s *fsStack) down(t *testing.T) {
 	if testutil.IsMounted(s.mnt) {
-		sh(t, "umount", s.mnt)
-		sh(t, "e2fsck", "-fn", s.loop.Dev)
+		testutil.Run(t, 2*time.Minute, "umount", s.mnt)
+		testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", s.loop.Dev)
 	}
 	if s.loop != nil { // nil: the attach failed
 		if err := s.loop.Detach(t); err != nil {
@@ -146,9 +146,9 @@ func TestReliabilityFourTargets(t *testing.T) {
 	ctx := context.Background()
 	bin := testutil.TristoreBin(ctx, t)
 	tarball := filepath.Join(t.TempDir(), "src.tar.gz")
-	sh(t, "tar", "-C", filepath.Join(runtime.GOROOT(), "src"), "-czf", tarball, "encoding", "compress")
+	testutil.Run(t, 2*time.Minute, "tar", "-C", filepath.Join(runtime.GOROOT(), "src"), "-czf", tarball, "encoding", "compress")
 	ref := t.TempDir()
-	sh(t, "tar", "-C", ref, "-xzf", tarball)
+	testutil.Run(t, 2*time.Minute, "tar", "-C", ref, "-xzf", tarball)
 	want := sums(t, ref)
 
 	var tgs []*target
@@ -173,8 +173,8 @@ func TestReliabilityFourTargets(t *testing.T) {
 		}
 	})
 	fs := mountArray(t, a, true)
-	sh(t, "tar", "-C", fs.mnt, "-xzf", tarball)
-	sh(t, "sync", "-f", fs.mnt)
+	testutil.Run(t, 2*time.Minute, "tar", "-C", fs.mnt, "-xzf", tarball)
+	testutil.Run(t, 2*time.Minute, "sync", "-f", fs.mnt)
 	check := func(stage string) {
 		t.Helper()
 		got := sums(t, fs.mnt)
@@ -202,7 +202,7 @@ func TestReliabilityFourTargets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fs.mnt, "written-degraded.bin"), extra, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sh(t, "sync", "-f", fs.mnt)
+	testutil.Run(t, 2*time.Minute, "sync", "-f", fs.mnt)
 	want["written-degraded.bin"] = sums(t, fs.mnt)["written-degraded.bin"]
 	if st := a.Status(); len(st.Failed) != 1 || st.Failed[0] != 3 || st.Stopped {
 		t.Fatalf("after target 3 stopped: %+v", st)
