@@ -50,3 +50,8 @@ func (b *Backend) WriteFileAtomic(path string, data []byte) error {
 // SetHookVictimHeld makes f run in a replacing publish after the file to
 // be replaced is held, just before the rename (nil: none).
 func SetHookVictimHeld(f func(target string)) { hookVictimHeld = f }
+
+// SetHookBodyHash makes f run with the choice of every body hash of a
+// known size of at least 1 MiB or not (bodyhash.go; nil: none): simd says
+// it went to the md5-simd lanes.
+func SetHookBodyHash(f func(simd bool)) { hookBodyHashSIMD = f }

@@ -158,12 +158,14 @@ func (b *Backend) PutPartChecksums(ctx context.Context, bucket, key, uploadID st
 		}
 		return store.PartInfo{}, fsErr(err)
 	}
-	h := md5.New()
+	h, release := bodyHash(size)
 	if _, err := fill(ctx, f, r, size, h); err != nil {
+		release()
 		b.dropTemp(f)
 		return store.PartInfo{}, err
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
+	release()
 	if sums != nil {
 		rec.Sums = sums()
 	}

@@ -2,7 +2,6 @@ package posix
 
 import (
 	"context"
-	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -438,12 +437,14 @@ func (b *Backend) put(ctx context.Context, bucket, key string, r io.Reader, size
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	h := md5.New()
+	h, release := bodyHash(size)
 	if _, err := fill(ctx, f, r, size, h); err != nil {
+		release()
 		b.dropTemp(f)
 		return store.ObjectInfo{}, err
 	}
 	rec := &record{ETag: hex.EncodeToString(h.Sum(nil))}
+	release()
 	rec.setMeta(meta)
 	st, err := b.publishKey(ctx, f, loc, hidden, changed, rec, noReplace)
 	if err != nil {
