@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -58,17 +59,16 @@ func (fs *FS) Read(c Cred, h Handle, off uint64, buf []byte) (n int, eof bool, a
 
 // read is Read with preadv2 flags (RWF_NOWAIT for ReadCached).
 func (fs *FS) read(c Cred, h Handle, off uint64, buf []byte, flags int) (n int, eof bool, a Attr, err error) {
-	o, err := fs.regular(h)
+	f, st, err := fs.openRead(c, h)
 	if err != nil {
-		return 0, false, Attr{}, err
-	}
-	defer o.close()
-	a = fs.attrOf(&o.st)
-	fd, err := fs.openAs(c, o, unix.O_RDONLY)
-	if err != nil {
+		if st.Ino != 0 {
+			a = fs.attrOf(&st)
+		}
 		return 0, false, a, err
 	}
-	defer unix.Close(fd)
+	defer f.release()
+	a = fs.attrOf(&st)
+	fd := f.fd
 	for n < len(buf) {
 		var m int
 		var err error
@@ -93,7 +93,6 @@ func (fs *FS) read(c Cred, h Handle, off uint64, buf []byte, flags int) (n int, 
 		}
 		n += m
 	}
-	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil {
 		a = fs.attrOf(&st)
 	}
@@ -120,21 +119,21 @@ func (fs *FS) ReadCached(c Cred, h Handle, off uint64, buf []byte) (n int, eof b
 // file data to a socket with sendfile(2) instead of copying it through
 // user space. The caller closes the file.
 func (fs *FS) OpenRead(c Cred, h Handle) (*os.File, Attr, error) {
-	o, err := fs.regular(h)
+	f, st, err := fs.openRead(c, h)
 	if err != nil {
-		return nil, Attr{}, err
+		var a Attr
+		if st.Ino != 0 {
+			a = fs.attrOf(&st)
+		}
+		return nil, a, err
 	}
-	defer o.close()
-	a := fs.attrOf(&o.st)
-	fd, err := fs.openAs(c, o, unix.O_RDONLY)
+	defer f.release()
+	a := fs.attrOf(&st)
+	fd, err := unix.FcntlInt(uintptr(f.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, a, err
 	}
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil {
-		a = fs.attrOf(&st)
-	}
-	return os.NewFile(uintptr(fd), o.path), a, nil
+	return os.NewFile(uintptr(fd), f.path), a, nil
 }
 
 // Write writes data at off as c and makes it as durable as asked before
@@ -250,41 +249,68 @@ var ErrNoMap = errors.New("vfs: file cannot be mapped")
 // vanished pages fails with EFAULT, where a read by Go code is a fatal
 // SIGBUS.
 func (fs *FS) MapCached(c Cred, h Handle, off uint64, n int) (data []byte, unmap func(), eof bool, a Attr, err error) {
-	o, err := fs.regular(h)
+	f, st, err := fs.openRead(c, h)
 	if err != nil {
-		return nil, nil, false, Attr{}, err
-	}
-	defer o.close()
-	a = fs.attrOf(&o.st)
-	fd, err := fs.openAs(c, o, unix.O_RDONLY)
-	if err != nil {
-		return nil, nil, false, a, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+		if st.Ino != 0 {
+			a = fs.attrOf(&st)
+		}
 		return nil, nil, false, a, err
 	}
 	a = fs.attrOf(&st)
 	if off >= a.Size || n <= 0 {
+		f.release()
 		return nil, func() {}, off >= a.Size, a, nil
 	}
 	count := int(min(uint64(n), a.Size-off))
-	page := uint64(os.Getpagesize())
-	base := off &^ (page - 1)
-	m, err := unix.Mmap(fd, int64(base), int(off-base)+count, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, false, a, ErrNoMap
+	base := off &^ (pageSize - 1)
+	var m []byte // the pages that hold the range
+	done := f.release
+	if whole := f.mapping(int64(a.Size)); off+uint64(count) <= uint64(len(whole)) {
+		m = whole[base : off+uint64(count)]
+	} else {
+		// Larger than when the file was first mapped (or not mapped
+		// whole): this range alone.
+		m, err = unix.Mmap(f.fd, int64(base), int(off-base)+count, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			f.release()
+			return nil, nil, false, a, ErrNoMap
+		}
+		done = func() { unix.Munmap(m); f.release() }
 	}
-	vec := make([]byte, (len(m)+int(page)-1)/int(page))
+	if !inPageCache(f.fd, base, m) {
+		done()
+		return nil, nil, false, a, ErrNotCached
+	}
+	return m[off-base:], done, off+uint64(count) >= a.Size, a, nil
+}
+
+// noCachestat is set once cachestat(2) (Linux 6.5) turned out missing.
+var noCachestat atomic.Bool
+
+// inPageCache reports whether all of the file's pages from off (page
+// aligned) that m maps are in the page cache. cachestat(2) counts them
+// per folio (one step per 1 MiB folio); mincore(2), the fallback, looks
+// each 4 KiB page up in the page cache when m's pages are not yet mapped
+// in this process, which was 4-5 % of the server's CPU at 1 MiB READs
+// (docs/bench/profiles/nfs-read-cache.txt).
+func inPageCache(fd int, off uint64, m []byte) bool {
+	pages := (uint64(len(m)) + pageSize - 1) / pageSize
+	if !noCachestat.Load() {
+		var cs unix.Cachestat_t
+		err := unix.Cachestat(uint(fd), &unix.CachestatRange{Off: off, Len: uint64(len(m))}, &cs, 0)
+		if err == nil {
+			return cs.Cache >= pages
+		}
+		if !errors.Is(err, unix.ENOSYS) {
+			return false
+		}
+		noCachestat.Store(true)
+	}
+	vec := make([]byte, pages)
 	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(m))), uintptr(len(m)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
 	cached := e == 0
 	for _, v := range vec {
 		cached = cached && v&1 != 0
 	}
-	if !cached {
-		unix.Munmap(m)
-		return nil, nil, false, a, ErrNotCached
-	}
-	return m[off-base:], func() { unix.Munmap(m) }, off+uint64(count) >= a.Size, a, nil
+	return cached
 }

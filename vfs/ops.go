@@ -475,9 +475,12 @@ func (fs *FS) unlink(c Cred, dir Handle, name string, flags int) (dc DirChange, 
 		}
 	}
 	var st unix.Stat_t
-	haveSt := fs.index != nil && unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	haveSt := (fs.index != nil || !fs.files.empty()) && unix.Fstatat(o.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 	err = fs.as(c, func() error { return unix.Unlinkat(o.fd, name, flags) })
-	if err == nil && haveSt && (st.Nlink <= 1 || flags == unix.AT_REMOVEDIR) {
+	if err == nil && haveSt && st.Nlink <= 1 {
+		fs.files.dropIno(st.Ino) // not kept open by the READ cache
+	}
+	if err == nil && haveSt && fs.index != nil && (st.Nlink <= 1 || flags == unix.AT_REMOVEDIR) {
 		fs.index.forget(st.Ino) // the inode is gone; a reused number must not inherit the entry
 	}
 	if errors.Is(err, unix.EISDIR) && flags == 0 {
@@ -546,6 +549,9 @@ func (fs *FS) Rename(c Cred, fromDir Handle, fromName string, toDir Handle, toNa
 			return err
 		}
 		renamed = true
+		if dst != nil && tst.Ino != 0 && !fs.files.empty() {
+			fs.files.dropIno(tst.Ino) // the replaced file: not kept open by the READ cache
+		}
 		if fs.index != nil {
 			var st unix.Stat_t
 			if unix.Fstatat(to0.fd, toName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {

@@ -112,9 +112,10 @@ type Options struct {
 }
 
 // FS is one exported subtree. It keeps no per-file state (beyond a small
-// cache of handles that a search failed to find, reconnect.go, and a few
-// unnamed files ready for CreateFile, tmppool.go); it is safe for
-// concurrent use.
+// cache of handles that a search failed to find, reconnect.go, a few
+// unnamed files ready for CreateFile, tmppool.go, and a bounded cache of
+// files open for reading, checked before each use, filecache.go); it is
+// safe for concurrent use.
 type FS struct {
 	root     string // absolute, symlinks resolved
 	rootFd   int    // fd of root (O_RDONLY); also the mount fd for open_by_handle_at
@@ -131,6 +132,7 @@ type FS struct {
 	missed   missCache
 	rootFH   Handle
 	pool     *inodepool.Pool // unnamed files for CreateFile (nil: read-only or no O_TMPFILE)
+	files    fileCache       // files open for READ (filecache.go)
 	// dirSyncKeepsInodes: a directory fsync makes new files' inodes
 	// durable here (a journal); else they are fsynced too (newinode.go).
 	dirSyncKeepsInodes bool
@@ -202,6 +204,7 @@ func Open(dir string, opts Options) (*FS, error) {
 
 // Close releases the root descriptor and the unnamed files kept for CreateFile.
 func (fs *FS) Close() error {
+	fs.files.close()
 	fs.pool.Close()
 	return unix.Close(fs.rootFd)
 }
