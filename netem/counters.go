@@ -24,6 +24,29 @@ type DirStats struct {
 	DeliveredBytes uint64 `json:"delivered_bytes"`
 	DroppedLoss    uint64 `json:"dropped_loss"`
 	DroppedQueue   uint64 `json:"dropped_queue"`
+	// Late counts the written frames by how late the loop woke to write
+	// them, measured from the due time of the frame's first segment (a
+	// train or joined frame is as late as its first segment): bucket i
+	// counts lateness up to LateBoundsUs[i] µs, the last one the rest.
+	// LateMaxUs is the largest. Allowed by design: the train window
+	// (1/20 of the one-way delay, at most 1 ms; docs/netem.md).
+	Late      [len(LateBoundsUs) + 1]uint64 `json:"late_hist"`
+	LateMaxUs uint64                        `json:"late_max_us"`
+}
+
+// LateBoundsUs are the upper bounds (µs) of DirStats.Late's buckets.
+var LateBoundsUs = [...]uint64{50, 250, 1000, 2000, 5000}
+
+// LateOver returns how many writes were more than us µs late; us is one
+// of LateBoundsUs (otherwise the count starts at the next bound below).
+func (d DirStats) LateOver(us uint64) uint64 {
+	var n uint64
+	for i := range d.Late {
+		if i > 0 && LateBoundsUs[i-1] >= us {
+			n += d.Late[i]
+		}
+	}
+	return n
 }
 
 // PortStats counts TCP packets of one server port in one direction, as
@@ -53,6 +76,8 @@ type dirCounters struct {
 	packets, bytes, payload   atomic.Uint64
 	delivered, deliveredBytes atomic.Uint64
 	droppedLoss, droppedQueue atomic.Uint64
+	late                      [len(LateBoundsUs) + 1]atomic.Uint64
+	lateMax                   atomic.Uint64
 	supers                    atomic.Uint64 // TCP super-packets among packets (tests: offload at work)
 	writes                    atomic.Uint64 // frames written (tests: joined at delivery)
 	serverPortIsDst           bool
@@ -130,8 +155,18 @@ func (d *dirCounters) drop(v Verdict) {
 	}
 }
 
-// delivered1 counts one write of segs packets, wire IP bytes in all.
-func (d *dirCounters) delivered1(segs, wire int) {
+// delivered1 counts one write of segs packets, wire IP bytes in all,
+// late ns after the due time of its first segment.
+func (d *dirCounters) delivered1(segs, wire int, late int64) {
+	us := uint64(max(late, 0) / 1000)
+	i := 0
+	for i < len(LateBoundsUs) && us > LateBoundsUs[i] {
+		i++
+	}
+	d.late[i].Add(1)
+	if us > d.lateMax.Load() { // one writer per direction
+		d.lateMax.Store(us)
+	}
 	d.writes.Add(1)
 	d.delivered.Add(uint64(segs))
 	d.deliveredBytes.Add(uint64(wire))
@@ -142,6 +177,10 @@ func (d *dirCounters) snapshot() (DirStats, []PortStats) {
 		Dir: d.name, Packets: d.packets.Load(), Bytes: d.bytes.Load(), PayloadBytes: d.payload.Load(),
 		Delivered: d.delivered.Load(), DeliveredBytes: d.deliveredBytes.Load(),
 		DroppedLoss: d.droppedLoss.Load(), DroppedQueue: d.droppedQueue.Load(),
+		LateMaxUs: d.lateMax.Load(),
+	}
+	for i := range d.late {
+		s.Late[i] = d.late[i].Load()
 	}
 	d.mu.RLock()
 	var ps []PortStats
@@ -200,6 +239,11 @@ func (c Counters) WriteTable(w io.Writer) error {
 			lossPct = 100 * float64(d.DroppedLoss+d.DroppedQueue) / float64(d.Packets)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t\n", d.Dir, d.Packets, d.Bytes, d.PayloadBytes, d.Delivered, d.DroppedLoss, d.DroppedQueue, lossPct)
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
+	fmt.Fprintln(tw, "writes late\t<=50µs\t<=250µs\t<=1ms\t<=2ms\t<=5ms\t>5ms\tmax µs\t")
+	for _, d := range []DirStats{c.Up, c.Down} {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", d.Dir, d.Late[0], d.Late[1], d.Late[2], d.Late[3], d.Late[4], d.Late[5], d.LateMaxUs)
 	}
 	if len(c.Ports) > 0 {
 		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")

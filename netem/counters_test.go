@@ -67,3 +67,22 @@ func TestCountersPerPort(t *testing.T) {
 		t.Errorf("table %q %v", b.String(), err)
 	}
 }
+
+func TestCountersLateness(t *testing.T) {
+	d := newDirCounters("up", true)
+	for _, late := range []int64{-5_000, 0, 50_000, 51_000, 999_000, 1_500_000, 2_000_000, 7_000_000} {
+		d.delivered1(1, 100, late)
+	}
+	s, _ := d.snapshot()
+	// buckets: <=50, <=250, <=1000, <=2000, <=5000 µs, more
+	want := [len(LateBoundsUs) + 1]uint64{3, 1, 1, 2, 0, 1}
+	if s.Late != want || s.LateMaxUs != 7000 {
+		t.Errorf("late %v max %d, want %v max 7000", s.Late, s.LateMaxUs, want)
+	}
+	if got := s.LateOver(1000); got != 3 {
+		t.Errorf("LateOver(1000) = %d, want 3", got)
+	}
+	if got := s.LateOver(2000); got != 1 {
+		t.Errorf("LateOver(2000) = %d, want 1", got)
+	}
+}

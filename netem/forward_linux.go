@@ -319,6 +319,7 @@ func (f *forwarder) deliver(d *fwdDir, now int64) {
 	limit := now + int64(slack)
 	for len(d.h) > 0 && d.h[0].Due <= limit {
 		p := d.h.pop()
+		late := now - p.first // before join: the earliest segment
 		var err error
 		if f.hdr > 0 && f.join(d, p, limit) {
 			_, err = unix.Writev(d.to, f.iov)
@@ -332,7 +333,7 @@ func (f *forwarder) deliver(d *fwdDir, now int64) {
 			_, err = unix.Write(d.to, p.Data)
 		}
 		if err == nil {
-			d.ctr.delivered1(p.segs, p.wire)
+			d.ctr.delivered1(p.segs, p.wire, late)
 		}
 		f.put(p)
 	}

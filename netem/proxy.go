@@ -191,7 +191,7 @@ func (p *Proxy) pipe(src, dst net.Conn, d Dir, rate *sharedRate, ctr *dirCounter
 					werr.Store(&err)
 					src.Close() // stop the reader too
 				} else {
-					ctr.delivered1(1, len(pk.Data))
+					ctr.delivered1(1, len(pk.Data), p.clk.now()-pk.Due)
 				}
 			}
 			pool.put(pk)
