@@ -17,6 +17,13 @@
 #   prefix": every worker PUTs into one prefix (one directory on the
 #   file-system servers), so concurrent PUTs can share the directory's
 #   fsyncs; s3load -one-prefix -put-only. ONEPREFIX=0 leaves it out.
+#   CPU=1 (default) adds rows "server CPU ms per PUT/GET": the user+system
+#   CPU time of the server's process per operation in the phase (s3load
+#   -server-pid; /proc/PID/stat, 10 ms ticks), which a shared machine's load
+#   moves much less than op/s. Lower is better; kernel write-back done by
+#   kworkers for a server that leaves dirty pages (versitygw) is not in it.
+#   Not for the memory side's PUT bodies (kept in Go's heap). CPU=0 leaves
+#   them out.
 #   BEFORE_REV=<commit> adds the side "tristore-before": tristore built from
 #   that commit, on its own data directory, in the same rounds (before/after
 #   rows from one run).
@@ -45,6 +52,8 @@ LIST=${LIST:-100000}
 MEMORY=${MEMORY:-1}
 ONEPREFIX=${ONEPREFIX:-16}
 BEFORE_REV=${BEFORE_REV:-}
+CPU=${CPU:-1}
+declare -A SPID=()
 SERVERS=(tristore versitygw seaweedfs)
 [ -n "$BEFORE_REV" ] && SERVERS=(tristore tristore-before versitygw seaweedfs)
 [ "$MEMORY" = 1 ] && SERVERS+=(memory)
@@ -109,6 +118,7 @@ JSON
     ;;
   esac
   PIDS+=($!)
+  SPID[$s]=$!
   bench_wait_http "http://127.0.0.1:${PORT[$s]}/" $! "$LOG"
 done
 sleep 5 # SeaweedFS registers its volume server after the S3 port is up
@@ -132,9 +142,11 @@ PEERS=(-peer "versitygw=${VGW_VERSION:-unknown} (posix, no fsync)" -peer "seawee
 [ "$MEMORY" = 1 ] && PEERS+=(-peer "memory=s3load -serve-mem (memory-only S3 handler: net/http, bodies in a map, no auth, no MD5, no disk; the ceiling)")
 ONENOTE=""
 [ "$ONEPREFIX" -gt 0 ] && ONENOTE=" One prefix: $ONEPREFIX workers PUT 4 KiB objects into one prefix for $DURATION (s3load -one-prefix -put-only)."
-bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR LIST=$LIST MEMORY=$MEMORY ONEPREFIX=$ONEPREFIX${BEFORE_REV:+ BEFORE_REV=$BEFORE_COMMIT} scripts/bench/s3.sh" \
+CPUNOTE=""
+[ "$CPU" = 1 ] && CPUNOTE=" Server CPU: user+system time of the server process per operation in the phase (/proc/PID/stat; lower is better; kworker write-back of a server's dirty pages not counted)."
+bench_machine "ROUNDS=$ROUNDS DURATION=$DURATION SIZES=$SIZES PAR=$PAR LIST=$LIST MEMORY=$MEMORY ONEPREFIX=$ONEPREFIX CPU=$CPU${BEFORE_REV:+ BEFORE_REV=$BEFORE_COMMIT} scripts/bench/s3.sh" \
   "${PEERS[@]}" \
-  -note "Data of the servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s.$ONENOTE$LISTNOTE"
+  -note "Data of the servers under $BENCH_DIR ($(findmnt -no FSTYPE -T "$BENCH_DIR")); loopback; $DURATION PUT phase then $DURATION GET phase per measurement; op/s.$ONENOTE$CPUNOTE$LISTNOTE"
 
 hsize() { case $1 in *KiB) echo "${1%KiB} KiB" ;; *MiB) echo "${1%MiB} MiB" ;; *) echo "$1" ;; esac; }
 for r in $(seq 1 "$ROUNDS"); do
@@ -144,12 +156,18 @@ for r in $(seq 1 "$ROUNDS"); do
         lb=$(bench_load)
         # One bucket for all rounds (SeaweedFS gives each bucket its own
         # volumes and runs out of them); later rounds overwrite the keys of earlier ones.
+        CPUARGS=() CPUF=()
+        if [ "$CPU" = 1 ]; then
+          CPUARGS=(-server-pid "${SPID[$s]}")
+          [ "$s" = memory ] || CPUF+=(-f "PUT $(hsize "$size"), $par in parallel, server CPU ms/op=0.server_cpu_ms_per_op")
+          CPUF+=(-f "GET $(hsize "$size"), $par in parallel, server CPU ms/op=1.server_cpu_ms_per_op")
+        fi
         "$BENCH_DIR/bin/s3load" -endpoint "http://127.0.0.1:${PORT[$s]}" -access "$AK" -secret "$SK" \
-          -bucket bench -sizes "$size" -par "$par" -duration "$DURATION" -label "$s" -json >"$BENCH_DIR/out.json" ||
+          -bucket bench -sizes "$size" -par "$par" -duration "$DURATION" -label "$s" -json "${CPUARGS[@]}" >"$BENCH_DIR/out.json" ||
           bench_fail "$s failed at size $size par $par round $r (server log: $BENCH_DIR/$s.log)"
         bench_record "$r" "$s" "$lb" -json "$BENCH_DIR/out.json" \
           -f "PUT $(hsize "$size"), $par in parallel, op/s=0.ops_per_s" \
-          -f "GET $(hsize "$size"), $par in parallel, op/s=1.ops_per_s"
+          -f "GET $(hsize "$size"), $par in parallel, op/s=1.ops_per_s" "${CPUF[@]}"
       done
     done
   done

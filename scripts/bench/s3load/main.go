@@ -61,6 +61,7 @@ func main() {
 	flag.StringVar(&serveMem, "serve-mem", "", "serve the memory-only S3 ceiling on this address (memserve.go) instead of generating load")
 	flag.BoolVar(&onePrefix, "one-prefix", false, "PUT every worker's keys into one prefix (one directory on a file-system server), not one prefix per worker")
 	flag.BoolVar(&putOnly, "put-only", false, "only the PUT phase (no GET phase)")
+	flag.IntVar(&serverPID, "server-pid", 0, "also report the CPU time (user+system, /proc/PID/stat) this server process spent per operation in each phase")
 	flag.Parse()
 	if serveMem != "" {
 		if err := serveMemory(serveMem); err != nil {
@@ -110,6 +111,35 @@ var getBuffer bool
 // putOnly (-put-only): no GET phase.
 var onePrefix, putOnly bool
 
+// serverPID (-server-pid): the server's process, whose CPU time per
+// operation each phase reports (server_cpu_ms_per_op): on a shared machine
+// op/s moves with other load, CPU per operation much less. Kernel work done
+// on the server's behalf outside it (write-back of its page cache by
+// kworkers) is not counted.
+var serverPID int
+
+// procCPU is the user+system CPU time of process pid so far (0 if unknown).
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
 // jsonResult is one (operation, size, parallelism) measurement.
 type jsonResult struct {
 	Label      string  `json:"label"`
@@ -125,6 +155,8 @@ type jsonResult struct {
 	MaxMs      float64 `json:"max_ms"`
 	Errors     int     `json:"errors"`
 	FirstError string  `json:"first_error,omitempty"`
+	// ServerCPUms: the -server-pid process's CPU ms per operation (0 without).
+	ServerCPUms float64 `json:"server_cpu_ms_per_op"`
 }
 
 var results []jsonResult
@@ -285,6 +317,7 @@ var errDone = errors.New("done")
 type result struct {
 	ops, errs int
 	elapsed   time.Duration
+	cpu       time.Duration // the -server-pid process's CPU time in the phase
 	lat       []time.Duration
 	firstErr  error
 }
@@ -295,6 +328,7 @@ func phase(par int, dur time.Duration, op func(worker, i int) error) result {
 	var mu sync.Mutex
 	var res result
 	var wg sync.WaitGroup
+	cpu0 := procCPU(serverPID)
 	start := time.Now()
 	deadline := start.Add(dur)
 	for w := 0; w < par; w++ {
@@ -328,6 +362,7 @@ func phase(par int, dur time.Duration, op func(worker, i int) error) result {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	res.cpu = procCPU(serverPID) - cpu0
 	res.ops = len(res.lat)
 	return res
 }
@@ -347,6 +382,10 @@ func report(csv io.Writer, label, op, sizeName string, par, size int, r result) 
 		label, op, sizeName, par, opsPerSec, mibs, pct(0.5), pct(0.99), r.errs)
 	jr := jsonResult{Label: label, Op: op, Size: sizeName, Par: par, Seconds: secs, Ops: r.ops, OpsPerSec: opsPerSec,
 		MiBPerSec: mibs, P50ms: pct(0.5), P99ms: pct(0.99), MaxMs: pct(1), Errors: r.errs}
+	if serverPID > 0 && r.ops > 0 {
+		jr.ServerCPUms = float64(r.cpu.Microseconds()) / 1000 / float64(r.ops)
+		fmt.Fprintf(text, "           server CPU %.3f ms/op\n", jr.ServerCPUms)
+	}
 	if r.firstErr != nil {
 		fmt.Fprintf(text, "           first error: %v\n", r.firstErr)
 		jr.FirstError = r.firstErr.Error()
