@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,6 +68,7 @@ type openFile struct {
 }
 
 type fileCache struct {
+	opens    atomic.Int64 // files opened on a miss (tests)
 	mu       sync.Mutex
 	files    map[string]*openFile
 	sweeping bool
@@ -89,36 +91,72 @@ func credKey(c Cred) string {
 // error after the handle resolved (permission), st is the object's stat
 // (st.Ino != 0), for the reply's attributes.
 func (fs *FS) openRead(c Cred, h Handle) (*openFile, unix.Stat_t, error) {
-	fc := &fs.files
-	key := credKey(c) + string(h)
+	return fs.openCached(c, h, false)
+}
+
+// openWrite is openRead for writing (O_WRONLY as c; a file CreateFile
+// made for c is cached O_RDWR).
+func (fs *FS) openWrite(c Cred, h Handle) (*openFile, unix.Stat_t, error) {
+	return fs.openCached(c, h, true)
+}
+
+func cacheKey(c Cred, h Handle, write bool) string {
+	mode := "r"
+	if write {
+		mode = "w"
+	}
+	return mode + credKey(c) + string(h)
+}
+
+// cached returns the valid cache entry for key with its current stat, or
+// nil (an invalid entry is dropped; stale reports a handle whose file has
+// no links left).
+func (fc *fileCache) cached(key string) (f *openFile, st unix.Stat_t, stale bool) {
 	fc.mu.Lock()
-	f := fc.files[key]
+	f = fc.files[key]
+	var base unix.Stat_t
 	if f != nil {
 		f.refs++
 		f.used = time.Now()
+		base = f.st
 	}
 	fc.mu.Unlock()
-	var st unix.Stat_t
+	if f == nil {
+		return nil, st, false
+	}
+	ok, stale := validate(f, &base, &st)
+	if ok {
+		return f, st, false
+	}
+	fc.drop(f)
+	f.release()
+	return nil, st, stale
+}
+
+func (fs *FS) openCached(c Cred, h Handle, write bool) (*openFile, unix.Stat_t, error) {
+	fc := &fs.files
+	key := cacheKey(c, h, write)
+	f, st, stale := fc.cached(key)
 	if f != nil {
-		ok, stale := f.validate(&st)
-		if ok {
-			return f, st, nil
-		}
-		fc.drop(f)
-		f.release()
-		if stale {
-			return nil, unix.Stat_t{}, ErrStale
-		}
+		return f, st, nil
+	}
+	if stale {
+		return nil, unix.Stat_t{}, ErrStale
 	}
 	o, err := fs.regular(h)
 	if err != nil {
 		return nil, unix.Stat_t{}, err
 	}
 	defer o.close()
-	fd, err := fs.openAs(c, o, unix.O_RDONLY)
+	flags := unix.O_RDONLY
+	if write {
+		flags = unix.O_WRONLY
+	}
+	fd, err := fs.openAs(c, o, flags)
 	if err != nil {
 		return nil, o.st, err
 	}
+	fc.opens.Add(1)
 	if unix.Fstat(fd, &st) != nil {
 		st = o.st
 	}
@@ -127,17 +165,49 @@ func (fs *FS) openRead(c Cred, h Handle) (*openFile, unix.Stat_t, error) {
 	return f, st, nil
 }
 
+// seedWrite caches fd (O_RDWR; the caller keeps its own descriptor), the
+// file CreateFile just made for c at path, as open for writing by c: the
+// WRITE and COMMIT that follow a CREATE then need no handle resolution.
+// openAs would give c the same: c owns the file, and an owner may always
+// write it.
+func (fs *FS) seedWrite(c Cred, h Handle, fd int, path string) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := &openFile{fc: &fs.files, key: cacheKey(c, h, true), fd: dup, path: path, refs: 1}
+	if unix.Fstat(dup, &f.st) != nil {
+		unix.Close(dup)
+		return
+	}
+	fs.files.add(f)
+	f.release()
+}
+
+// rebase makes st (taken after this server's own write through f) what
+// f is checked against, so its own writes, which move ctime, do not drop
+// it. A change of mode, owner or group meanwhile is not absorbed: the
+// next use reopens the file as the caller.
+func (f *openFile) rebase(st *unix.Stat_t) {
+	f.fc.mu.Lock()
+	if st.Mode == f.st.Mode && st.Uid == f.st.Uid && st.Gid == f.st.Gid && st.Ino == f.st.Ino {
+		f.st = *st
+	}
+	f.fc.mu.Unlock()
+}
+
 // validate stats f's descriptor into st and reports whether f may serve
 // its handle as it is (ok), or whether the handle is stale (its inode has
 // no links). Neither: f must be dropped and the handle resolved again.
-func (f *openFile) validate(st *unix.Stat_t) (ok, stale bool) {
+// base is f's stat to compare with (copied under the cache's lock).
+func validate(f *openFile, base, st *unix.Stat_t) (ok, stale bool) {
 	if unix.Fstat(f.fd, st) != nil {
 		return false, false
 	}
 	if st.Nlink == 0 {
 		return false, true
 	}
-	if st.Ctim != f.st.Ctim || st.Mode != f.st.Mode || st.Uid != f.st.Uid || st.Gid != f.st.Gid {
+	if st.Ctim != base.Ctim || st.Mode != base.Mode || st.Uid != base.Uid || st.Gid != base.Gid {
 		return false, false
 	}
 	var lst unix.Stat_t

@@ -138,3 +138,71 @@ func TestFileCacheBounded(t *testing.T) {
 		}
 	})
 }
+
+// A file CreateFile made is cached open for its creator's WRITEs and
+// COMMIT (no handle resolution for them), each of its own writes keeps
+// the entry valid, and a chmod that takes another writer's permission
+// away is obeyed at that writer's next WRITE.
+func TestFileCacheWrites(t *testing.T) {
+	testutil.NeedRoot(t, "setfsuid, open_by_handle_at")
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if fs.pool == nil {
+		t.Skip("no O_TMPFILE here: CreateFile does not use the pool")
+	}
+	owner := Cred{UID: 4321, GID: 4321}
+	mode := uint32(0o666)
+	h, _, _, err := fs.CreateFile(owner, fs.Root(), "f", CreateGuarded, SetAttr{Mode: &mode}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opens := fs.files.opens.Load()
+	for i := 0; i < 10; i++ {
+		if _, _, _, err := fs.Write(owner, h, uint64(i)*4096, bytes.Repeat([]byte{byte(i)}, 4096), Unstable); err != nil {
+			t.Fatalf("WRITE %d: %v", i, err)
+		}
+	}
+	if _, a, err := fs.CommitAs(owner, h); err != nil || a.Size != 10*4096 {
+		t.Fatalf("COMMIT: size %d, %v", a.Size, err)
+	}
+	if n := fs.files.opens.Load() - opens; n != 0 {
+		t.Fatalf("10 WRITEs and a COMMIT after CreateFile opened the file %d times, want 0 (cached)", n)
+	}
+
+	// Another writer, allowed by the mode, then not.
+	other := Cred{UID: 5555, GID: 5555}
+	for i := 0; i < 2; i++ {
+		if _, _, _, err := fs.Write(other, h, 0, []byte("other"), Unstable); err != nil {
+			t.Fatalf("WRITE %d by another user (mode 666): %v", i, err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := fs.Write(other, h, 0, []byte("other"), Unstable); !errors.Is(err, unix.EACCES) {
+		t.Fatalf("WRITE by another user after chmod 644: %v, want EACCES", err)
+	}
+	// The owner still may (an owner may always write its file).
+	if _, _, _, err := fs.Write(owner, h, 0, []byte("owner"), FileSync); err != nil {
+		t.Fatalf("WRITE by the owner after chmod 644: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := fs.Write(owner, h, 0, []byte("gone"), Unstable); !errors.Is(err, ErrStale) {
+		t.Fatalf("WRITE to a removed file: %v, want ErrStale", err)
+	}
+	if _, _, err := fs.CommitAs(owner, h); !errors.Is(err, ErrStale) {
+		t.Fatalf("COMMIT of a removed file: %v, want ErrStale", err)
+	}
+}

@@ -1,6 +1,8 @@
 package vfs
 
 import (
+	"path/filepath"
+
 	"github.com/tristore/tristore/store/inodepool"
 	"golang.org/x/sys/unix"
 )
@@ -60,6 +62,9 @@ func (fs *FS) CreateFile(c Cred, dir Handle, name string, mode CreateMode, s Set
 	if !named {
 		o.close()
 		return fs.Create(c, dir, name, mode, s, verf)
+	}
+	if err == nil {
+		fs.seedWrite(c, h, fd, filepath.Join(o.path, name)) // for the WRITE and COMMIT that follow
 	}
 	defer fs.finish(o, &dc)
 	// As in Create: the directory's fsync makes the new name durable with

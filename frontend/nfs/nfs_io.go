@@ -174,9 +174,9 @@ func nfsCommit(s *Server, req *request, r *sunrpc.Reader, w *sunrpc.Writer) erro
 		return err
 	}
 	res := nfs3.CommitRes{}
-	e, _, st := s.exportOf(req, args.FH)
+	e, cred, st := s.exportOf(req, args.FH)
 	if st == nfs3.OK {
-		before, after, err := e.fs.Commit(vfs.Handle(args.FH))
+		before, after, err := e.fs.CommitAs(cred, vfs.Handle(args.FH))
 		st = statusOf(err)
 		if before.FileID != 0 {
 			res.Wcc = wcc(&before, &after)

@@ -16,7 +16,7 @@ import (
 )
 
 // TestNFSReadCacheAcrossViews: the NFS server keeps files open between
-// READs (vfs/filecache.go). A file replaced by an overwriting S3 PUT,
+// READs and WRITEs (vfs/filecache.go). A file replaced by an overwriting S3 PUT,
 // removed by an S3 DELETE or removed by another NFS client must answer
 // READs of its old handle with NFS3ERR_STALE at once, never with the old
 // data through a cached descriptor, and a LOOKUP of the name must give the
@@ -93,6 +93,11 @@ func TestNFSReadCacheAcrossViews(t *testing.T) {
 	put("b", oldB)
 	put("c", oldC)
 	fa, fb, fc := readTwice("a", oldA), readTwice("b", oldB), readTwice("c", oldC)
+	for i := 0; i < 2; i++ { // c is also cached open for writing
+		if _, err := nc.Write(ctx, fc, 0, oldC[:100], nfs.Unstable); err != nil {
+			t.Fatalf("WRITE c (%d): %v", i, err)
+		}
+	}
 
 	// An overwriting PUT (a rename over the name).
 	put("a", newA)
@@ -117,4 +122,7 @@ func TestNFSReadCacheAcrossViews(t *testing.T) {
 		t.Fatalf("REMOVE by the other client: %v", err)
 	}
 	stale("after another client's REMOVE", fc, oldC)
+	if _, err := nc.Write(ctx, fc, 0, []byte("late"), nfs.Unstable); !errors.Is(err, nfs.ErrStale) {
+		t.Fatalf("WRITE to the removed file's old handle: %v, want NFS3ERR_STALE", err)
+	}
 }
