@@ -74,8 +74,10 @@ var issueDir = Dir{Rate: 100e6, Delay: 25 * time.Millisecond, Jitter: 10 * time.
 func TestLinkDeliversConfiguredDelayLossOrder(t *testing.T) {
 	rs := &recStage{}
 	testHookChain = func(up, down Chain) (Chain, Chain) { rs.inner = up; return Chain{rs}, down }
-	l := startLink(t, Config{Up: issueDir, Down: issueDir, Seed: uint64(time.Now().UnixNano())})
-	testHookChain = nil
+	l := func() *Link {
+		defer func() { testHookChain = nil }() // also when startLink fails
+		return startLink(t, Config{Up: issueDir, Down: issueDir, Seed: uint64(time.Now().UnixNano())})
+	}()
 	off := time.Now().UnixNano() - l.clk.now() // wall clock - link clock
 
 	srv, err := l.ListenPacket(ServerSide, "udp", net.JoinHostPort(l.ServerAddr().String(), "0"))
