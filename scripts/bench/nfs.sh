@@ -23,6 +23,13 @@
 #   against both after), and the side "ganesha-before-client" adds ganesha
 #   measured with that client.
 #
+# CPU=1 (default) adds the row "server CPU ms per 64 MiB download (nfs-cp)":
+# the CPU time of the side's server process (all threads, from
+# /proc/PID/task/*/schedstat) during the timed download, which a shared
+# machine's load moves much less than MB/s. Lower is better. The two
+# tristore sides of one build share a process (measured one at a time).
+# CPU=0 leaves it out.
+#
 # Before the rounds, one untimed nfs-cp upload + download per side (warm-up).
 # Per round, each side (the order rotates by one per round):
 #   tristore nfs bench: creates/s of FILES files of 4 KiB, each CREATE + WRITE
@@ -145,6 +152,16 @@ for s in "${SIDES[@]}"; do
 done
 
 now() { date +%s.%N; }
+# srvpid SIDE: the server process of SIDE; cpuns PID: its CPU time so far (ns).
+srvpid() {
+  case $1 in
+  tristore | tristore-async) echo "$SERVE_PID" ;;
+  tristore-before | tristore-before-async) echo "$BEFORE_PID" ;;
+  *) cat "$WORK/ganesha/ganesha.pid" ;;
+  esac
+}
+cpuns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+CPU=${CPU:-1}
 mbps() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", 67.108864 / (b - a) }'; }
 for r in $(seq 1 "$ROUNDS"); do
   for s in $(bench_order "$r" "${SIDES[@]}"); do
@@ -162,12 +179,17 @@ for r in $(seq 1 "$ROUNDS"); do
     ip netns exec "$NS" nfs-cp "$WORK/src.bin" "$(cpurl "$s" "$s-r$r.bin")" >/dev/null || bench_fail "nfs-cp upload to $s failed in round $r"
     t1=$(now)
     rm -f "$WORK/dl.bin"
+    pid=$(srvpid "$s")
+    c2=$(cpuns "$pid")
     t2=$(now)
     ip netns exec "$NS" nfs-cp "$(cpurl "$s" "$s-r$r.bin")" "$WORK/dl.bin" >/dev/null || bench_fail "nfs-cp download from $s failed in round $r"
     t3=$(now)
+    c3=$(cpuns "$pid")
+    CPUV=()
+    [ "$CPU" = 1 ] && CPUV=(-v "server CPU ms per 64 MiB download (nfs-cp)=$(awk -v a="$c2" -v b="$c3" 'BEGIN { printf "%.2f", (b - a) / 1e6 }')")
     [ "$(sha256sum <"$WORK/dl.bin" | cut -d' ' -f1)" = "$SUM" ] || bench_fail "$s round $r: downloaded file differs"
     bench_record "$r" "$s" "$lb" -v "64 MiB upload, MB/s (nfs-cp)=$(mbps "$t0" "$t1")" \
-      -v "64 MiB download, MB/s (nfs-cp)=$(mbps "$t2" "$t3")"
+      -v "64 MiB download, MB/s (nfs-cp)=$(mbps "$t2" "$t3")" "${CPUV[@]}"
   done
 done
 bench_table
