@@ -115,8 +115,9 @@ type FS struct {
 	// Capacity is the size statfs reports (bytes); 0 means 8 GiB.
 	capacity int64
 
-	srv *fuse.Server
-	dir string
+	srv  *fuse.Server
+	dir  string
+	conn uint64 // fusectl connection number of the mount (connOf)
 	// noXattr makes every xattr request fail with EOPNOTSUPP, like a file
 	// system without user xattrs (the store then keeps metadata in sidecar
 	// files).
@@ -258,7 +259,7 @@ func (f *FS) Mount(dir string) error {
 		return fmt.Errorf("powerloss: mount %s: %w", dir, err)
 	}
 	f.mu.Lock()
-	f.srv, f.dir = srv, dir
+	f.srv, f.dir, f.conn = srv, dir, connOf(dir)
 	f.mu.Unlock()
 	return nil
 }
@@ -292,17 +293,42 @@ func (f *FS) Remount() error {
 	return f.Mount(dir)
 }
 
+// unmountWait bounds each wait for the FUSE server to stop in Unmount
+// (a variable so the package's tests can shorten it).
+var unmountWait = 10 * time.Second
+
 // Unmount unmounts (a busy mount is aborted through fusectl and detached,
 // so a test never leaves a mount behind). The state is kept.
+//
+// A process that made a new mount namespace while the file system was
+// mounted (unshare -m; `tristore serve` run by someone else was seen to)
+// holds a copy of the mount: the unmount here succeeds, but the FUSE
+// connection lives on and the server's readers never end. When the server
+// has not stopped within unmountWait the connection is aborted (the copy
+// then fails every request with ENOTCONN) and the server gets another
+// unmountWait; an error says if even that did not stop it.
 func (f *FS) Unmount() error {
 	f.mu.Lock()
-	srv, dir := f.srv, f.dir
+	srv, dir, conn := f.srv, f.dir, f.conn
 	f.srv = nil
 	f.mu.Unlock()
 	if srv == nil {
 		return nil
 	}
-	if err := srv.Unmount(); err == nil {
+	done := make(chan error, 1)
+	go func() { done <- srv.Unmount() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(unmountWait):
+		abortMinor(conn)
+		select {
+		case err = <-done:
+		case <-time.After(unmountWait):
+			return fmt.Errorf("powerloss: %s: the FUSE server did not stop within %v of the unmount, nor %v after aborting connection %d", dir, unmountWait, unmountWait, conn)
+		}
+	}
+	if err == nil {
 		return nil
 	}
 	abortConn(dir)
@@ -314,13 +340,32 @@ func (f *FS) Unmount() error {
 
 // abortConn aborts the FUSE connection mounted at dir (fusectl), failing
 // every pending request, so a detached mount cannot hang anyone.
-func abortConn(dir string) {
+func abortConn(dir string) { abortMinor(connOf(dir)) }
+
+// connOf is the fusectl connection number (the device minor) of the FUSE
+// mount at dir, 0 if dir cannot be read.
+func connOf(dir string) uint64 {
 	var st syscall.Stat_t
 	if syscall.Stat(dir, &st) != nil {
+		return 0
+	}
+	return (st.Dev & 0xff) | ((st.Dev >> 12) & 0xfff00)
+}
+
+// abortMinor aborts FUSE connection minor (fusectl), failing every pending
+// and later request; 0 is none. Where fusectl is not mounted (a machine
+// without systemd) it is mounted for the abort and unmounted after it.
+func abortMinor(minor uint64) {
+	if minor == 0 {
 		return
 	}
-	minor := (st.Dev & 0xff) | ((st.Dev >> 12) & 0xfff00)
-	p := filepath.Join("/sys/fs/fuse/connections", strconv.FormatUint(minor, 10), "abort")
+	const ctl = "/sys/fs/fuse/connections"
+	p := filepath.Join(ctl, strconv.FormatUint(minor, 10), "abort")
+	if _, err := os.Stat(p); err != nil {
+		if syscall.Mount("fusectl", ctl, "fusectl", 0, "") == nil {
+			defer syscall.Unmount(ctl, syscall.MNT_DETACH)
+		}
+	}
 	os.WriteFile(p, []byte("1"), 0o200)
 }
 
