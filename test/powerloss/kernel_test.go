@@ -51,9 +51,9 @@ const kdiskSize = 256 << 20
 type kdisk struct {
 	t       testing.TB
 	pfs     *powerloss.FS
-	img     string // the image file on powerloss
-	mnt     string // where ext4 is mounted
-	loop    string // /dev/loopN while attached
+	img     string         // the image file on powerloss
+	mnt     string         // where ext4 is mounted
+	loop    *testutil.Loop // while attached
 	mounted bool
 	fsck    []string // what each e2fsck said
 	// unused is each group's unused-inode count after the last e2fsck
@@ -88,6 +88,7 @@ func newKDisk(t testing.TB, features string) *kdisk {
 	}
 	t.Cleanup(func() {
 		d.detach()
+		testutil.DetachLoopsUnder(t, pl) // whatever a failed step left
 		if err := d.pfs.Unmount(); err != nil {
 			t.Errorf("unmount powerloss: %v", err)
 		}
@@ -107,27 +108,10 @@ func newKDisk(t testing.TB, features string) *kdisk {
 	if features != "" {
 		args = append(args, "-O", features)
 	}
-	d.cmd(60*time.Second, "mkfs.ext4", append(args, d.img)...)
+	testutil.Run(t, 60*time.Second, "mkfs.ext4", append(args, d.img)...)
 	d.syncImage()
 	d.attach()
 	return d
-}
-
-// cmd runs a tool with a time bound and fails the test on error.
-func (d *kdisk) cmd(bound time.Duration, name string, args ...string) string {
-	d.t.Helper()
-	out, err := d.try(bound, name, args...)
-	if err != nil {
-		d.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-func (d *kdisk) try(bound time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	return string(out), err
 }
 
 // syncImage fsyncs the image file and its directory (the image and all
@@ -147,13 +131,17 @@ func (d *kdisk) syncImage() {
 }
 
 // attach sets up a loop device over the image (buffered, not --direct-io)
-// and mounts ext4 on it.
+// and mounts ext4 on it. The cleanup it registers after AttachLoop's runs
+// before that one: ext4 is unmounted before the device is detached.
 func (d *kdisk) attach() {
 	d.t.Helper()
-	d.loop = strings.TrimSpace(d.cmd(30*time.Second, "losetup", "--find", "--show", d.img))
-	d.cmd(30*time.Second, "blockdev", "--flushbufs", d.loop)
+	d.loop = testutil.AttachLoop(d.t, d.img)
+	d.t.Cleanup(d.detach)
+	if err := d.loop.FlushBufs(); err != nil {
+		d.t.Fatal(err)
+	}
 	d.compareLoop()
-	d.cmd(30*time.Second, "mount", "-t", "ext4", d.loop, d.mnt)
+	testutil.Run(d.t, 30*time.Second, "mount", "-t", "ext4", d.loop.Dev, d.mnt)
 	d.mounted = true
 }
 
@@ -162,25 +150,29 @@ func (d *kdisk) attach() {
 // the cleanup must go on.
 func (d *kdisk) detach() {
 	if d.mounted {
-		if out, err := d.try(60*time.Second, "umount", d.mnt); err != nil {
-			d.t.Logf("umount %s: %v %s; detaching lazily", d.mnt, err, out)
+		if out, err := testutil.TryRun(60*time.Second, "umount", d.mnt); err != nil {
+			d.t.Logf("%v %s; detaching lazily", err, out)
 			unix.Unmount(d.mnt, unix.MNT_DETACH)
 		}
 		d.mounted = false
 	}
-	if d.loop != "" {
+	if d.loop != nil {
 		// Drop the loop device's page cache before it is detached (and
 		// again before the next mount, attach): it outlives the detach,
 		// and a block cached from before the cut (group descriptors were
 		// seen) would be mounted instead of what e2fsck wrote to the
 		// image, and written back over the repair. A real power cut
 		// leaves no page cache. The sync part fails after a cut (EIO).
-		d.try(30*time.Second, "blockdev", "--flushbufs", d.loop)
-		if out, err := d.try(30*time.Second, "losetup", "-d", d.loop); err != nil {
-			d.t.Errorf("losetup -d %s: %v %s", d.loop, err, out)
+		// Then the device is removed (Loop.Remove): flushing its buffers
+		// did not always drop blocks cached from before the cut
+		// (compareLoop still saw them), and the next attach gets a new
+		// device.
+		d.loop.FlushBufs()
+		if err := d.loop.Detach(d.t); err != nil {
+			d.t.Error(err)
 		}
-		removeLoop(d.loop)
-		d.loop = ""
+		d.loop.Remove()
+		d.loop = nil
 	}
 }
 
@@ -211,9 +203,9 @@ func (d *kdisk) reboot() {
 			}
 		}
 	}
-	out, err := d.try(120*time.Second, "e2fsck", "-fy", d.img)
+	out, err := testutil.TryRun(120*time.Second, "e2fsck", "-fy", d.img)
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		d.t.Fatalf("e2fsck: %v\n%s", err, out)
@@ -228,7 +220,7 @@ func (d *kdisk) reboot() {
 		// Diagnosis (TRISTORE_KERNEL_FSCK_TWICE=1): is e2fsck -fy's result
 		// consistent by e2fsck's own measure (a second, read-only run
 		// finds nothing)? And what unused-inode counts did it leave?
-		out2, err2 := d.try(120*time.Second, "e2fsck", "-fn", d.img)
+		out2, err2 := testutil.TryRun(120*time.Second, "e2fsck", "-fn", d.img)
 		if err2 != nil {
 			d.t.Logf("diag: second e2fsck -fn after cut %d: %v\n%s", len(d.fsck), err2, out2)
 		}
@@ -242,29 +234,6 @@ func (d *kdisk) reboot() {
 	d.attach()
 }
 
-// removeLoop deletes the detached loop device (LOOP_CTL_REMOVE), so its
-// page cache goes with it: flushing its buffers did not always drop
-// blocks cached from before the cut (compareLoop still saw them), and
-// the next attach gets a new device. Best effort, bounded: a device
-// another process still has open (udev) is left.
-func removeLoop(dev string) {
-	n, err := strconv.Atoi(strings.TrimPrefix(dev, "/dev/loop"))
-	if err != nil {
-		return
-	}
-	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	for range 50 {
-		if err := unix.IoctlSetInt(fd, unix.LOOP_CTL_REMOVE, n); err == nil || !errors.Is(err, unix.EBUSY) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // compareLoop reads the image's first 8 MiB (superblock,
 // group descriptors, bitmaps and inode tables of the first groups)
 // through the loop device's page cache and from the image file and logs
@@ -272,9 +241,9 @@ func removeLoop(dev string) {
 // kernel would use instead of what e2fsck left.
 func (d *kdisk) compareLoop() {
 	const n = 8 << 20
-	a, err := readN(d.loop, n)
+	a, err := readN(d.loop.Dev, n)
 	if err != nil {
-		d.t.Logf("diag: read %s: %v", d.loop, err)
+		d.t.Logf("diag: read %s: %v", d.loop.Dev, err)
 		return
 	}
 	b, err := readN(d.img, n)
@@ -307,13 +276,13 @@ func readN(p string, n int) ([]byte, error) {
 // unusedInodes reads each group's unused-inode count (bg_itable_unused)
 // from the image with dumpe2fs; nil if it cannot.
 func (d *kdisk) unusedInodes() map[int]int {
-	out, err := exec.Command("dumpe2fs", d.img).Output()
+	out, err := testutil.TryRun(time.Minute, "dumpe2fs", d.img)
 	if err != nil {
 		return nil
 	}
 	m := map[int]int{}
 	g := -1
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		var n int
 		if _, err := fmt.Sscanf(l, "Group %d:", &n); err == nil {
 			g = n
