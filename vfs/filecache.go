@@ -38,7 +38,8 @@ import (
 //
 // So a cached descriptor never serves data the handle no longer names.
 //
-// Bounded: at most fileCacheMax entries per export, and an entry unused
+// Bounded: at most fileCacheMax entries per export (and fileMapBudget
+// bytes of whole-file mappings), and an entry unused
 // for fileCacheIdle is closed by a sweeper that runs only while the cache
 // is not empty, so a removed file's inode is not kept alive by the cache
 // for more than about 1.5 x fileCacheIdle after its last READ (the store
@@ -48,9 +49,12 @@ import (
 const (
 	fileCacheMax  = 64
 	fileCacheIdle = 2 * time.Second
-	// fileMapMax: files up to this size are mapped whole, once; larger
-	// ones have each READ's range mapped and unmapped.
-	fileMapMax = 1 << 30
+	// fileMapMax: files up to this size are mapped whole, once, while the
+	// export's mappings stay within fileMapBudget; other files have each
+	// READ's range mapped and unmapped. (Pages a READ touched stay mapped,
+	// and count in the server's RSS, until the entry closes.)
+	fileMapMax    = 256 << 20
+	fileMapBudget = 1 << 30
 )
 
 // openFile is a file open for reading as one caller.
@@ -69,6 +73,7 @@ type openFile struct {
 
 type fileCache struct {
 	opens    atomic.Int64 // files opened on a miss (tests)
+	mapped   atomic.Int64 // bytes mapped whole (fileMapBudget)
 	mu       sync.Mutex
 	files    map[string]*openFile
 	sweeping bool
@@ -224,8 +229,14 @@ func (f *openFile) mapping(size int64) []byte {
 		if size <= 0 || size > fileMapMax {
 			return
 		}
+		if f.fc.mapped.Add(size) > fileMapBudget {
+			f.fc.mapped.Add(-size)
+			return
+		}
 		if m, err := unix.Mmap(f.fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED); err == nil {
 			f.m = m
+		} else {
+			f.fc.mapped.Add(-size)
 		}
 	})
 	return f.m
@@ -240,6 +251,7 @@ func (f *openFile) release() {
 	if last {
 		if f.m != nil {
 			unix.Munmap(f.m)
+			f.fc.mapped.Add(-int64(len(f.m)))
 		}
 		unix.Close(f.fd)
 	}

@@ -206,3 +206,42 @@ func TestFileCacheWrites(t *testing.T) {
 		t.Fatalf("COMMIT of a removed file: %v, want ErrStale", err)
 	}
 }
+
+// Whole-file mappings stay within fileMapBudget per export; a closed
+// entry gives its share back.
+func TestFileCacheMapBudget(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var fc fileCache
+	var fs []*openFile
+	const size = fileMapMax
+	for i := 0; i <= fileMapBudget/size; i++ {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &openFile{fc: &fc, fd: fd, refs: 1}
+		fs = append(fs, f)
+		m := f.mapping(size) // past the end of the file: never touched here
+		if want := i < fileMapBudget/size; (m != nil) != want {
+			t.Fatalf("mapping %d of %d MiB: mapped %v, want %v (budget %d MiB)", i, size>>20, m != nil, want, fileMapBudget>>20)
+		}
+	}
+	fs[0].release()
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &openFile{fc: &fc, fd: fd, refs: 1}
+	if f.mapping(size) == nil {
+		t.Fatal("no mapping after an entry within the budget closed")
+	}
+	for _, f := range append(fs[1:], f) {
+		f.release()
+	}
+	if n := fc.mapped.Load(); n != 0 {
+		t.Fatalf("%d bytes counted as mapped after every entry closed", n)
+	}
+}
