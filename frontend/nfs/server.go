@@ -489,11 +489,8 @@ func (c *conn) sendFile(b []byte, ft *fileTail, tail ...[]byte) {
 	}
 	c.c.SetWriteDeadline(time.Now().Add(2 * time.Minute))
 	var err error
-	tcp, isTCP := c.c.(*net.TCPConn)
 	if ft != nil {
 		err = sendFileTail(c.c, b, ft)
-	} else if isTCP {
-		err = writeRecordRaw(tcp, append([][]byte{b}, tail...)...)
 	} else if len(tail) == 0 {
 		err = sunrpc.WriteRecord(c.c, b)
 	} else {
