@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The READ path's cache of open files.
+// The cache of open files for READ, WRITE and COMMIT.
 //
 // Resolving a handle (open_by_handle_at, readlink of /proc/self/fd, lstat,
 // the reopen for reading through /proc under the caller's fsuid, fstat,
@@ -19,6 +19,9 @@ import (
 // mapping and unmapping the READ's range was another ~6 %. A READ finds
 // here the descriptor an earlier READ of the same handle by the same
 // caller opened, and a read-only mapping of the whole file made once.
+// WRITE likewise (opened for writing as the caller), and COMMIT flushes
+// through the caller's descriptor; a CREATE leaves its new file here for
+// its creator (seedWrite).
 //
 // Correct across views: before each use an entry is checked with two
 // system calls, fstat of its descriptor and lstat of the path it was
@@ -57,7 +60,7 @@ const (
 	fileMapBudget = 1 << 30
 )
 
-// openFile is a file open for reading as one caller.
+// openFile is a file open for reading or writing as one caller.
 type openFile struct {
 	fc   *fileCache
 	key  string

@@ -114,7 +114,7 @@ type Options struct {
 // FS is one exported subtree. It keeps no per-file state (beyond a small
 // cache of handles that a search failed to find, reconnect.go, a few
 // unnamed files ready for CreateFile, tmppool.go, and a bounded cache of
-// files open for reading, checked before each use, filecache.go); it is
+// files open for READ and WRITE, checked before each use, filecache.go); it is
 // safe for concurrent use.
 type FS struct {
 	root     string // absolute, symlinks resolved
@@ -132,7 +132,7 @@ type FS struct {
 	missed   missCache
 	rootFH   Handle
 	pool     *inodepool.Pool // unnamed files for CreateFile (nil: read-only or no O_TMPFILE)
-	files    fileCache       // files open for READ (filecache.go)
+	files    fileCache       // files open for READ and WRITE (filecache.go)
 	// dirSyncKeepsInodes: a directory fsync makes new files' inodes
 	// durable here (a journal); else they are fsynced too (newinode.go).
 	dirSyncKeepsInodes bool
