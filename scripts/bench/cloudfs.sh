@@ -29,12 +29,17 @@
 #   FILES=20 MAX_SIZE=4194304 CACHE=16MiB                 the data set (~14 MiB) and cache
 #   LOAD_TIMEOUT=180 REPLAY_TIMEOUT=240                   bounds per phase, seconds
 #   BUDGET=0                                              replay time budget, s (0: none)
-#   side names: tristore-SIZE[-nopf][-ra0][-before] (-nopf: no prefetching, -ra0: --s3-read-ahead 0,
+#   side names: tristore-SIZE[-nopf][-ra0][-pN][-before] (-nopf: no prefetching, -ra0: --s3-read-ahead 0,
+#     -pN: the replay's mount runs with GOMAXPROCS=N,
 #     -before: tristore built from BEFORE_REV, for its load and its replay; the server is always HEAD's)
 #   BEFORE_REV=<commit>                                   with SIDES naming tristore-SIZE-before sides
 #   PROFILE_DIR=DIR                                       tristore replays run with --s3-pprof; goroutine dumps
 #                                                         every 10 s, a CPU profile of the first PROFILE_CPU_SECONDS (10)
-#                                                         of the replay and the block profile at the end go to DIR
+#                                                         of the replay and the block profile at the end go to DIR;
+#                                                         every side's replay (peers too) also leaves its per-access
+#                                                         trace.txt and a kernel trace, ftrace.txt (FUSE requests and the
+#                                                         replay's pread/pwrite; scripts/bench/cloudfs-ftrace.py splits it)
+#   PROFILE_PPROF=0                                       with PROFILE_DIR: the kernel traces only (the same for every side)
 # The default scale is what a shared 2-core machine runs in about 12
 # minutes for all 12 sides (one round): the 16 MiB sides replay 150
 # accesses in ~100 s, the 64 KiB side and the peers in ~10 s.
@@ -57,6 +62,7 @@ BUDGET=${BUDGET:-0}
 BEFORE_REV=${BEFORE_REV:-}
 PROFILE_DIR=${PROFILE_DIR:-}
 PROFILE_CPU_SECONDS=${PROFILE_CPU_SECONDS:-10}
+PROFILE_PPROF=${PROFILE_PPROF:-1}
 WORK=""
 PHASE_PID=""
 # stop_phase: the running phase (timeout -> netem run -> client, server)
@@ -134,7 +140,7 @@ waitmount() {
 }
 PIDS=()
 # Whatever fails, no mount process or mount outlives this script.
-trap 'for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; mountpoint -q "$M" && umount -l "$M" || true' EXIT
+trap '[ -d "${TR:-/nonexistent}" ] && { echo 0 >"$TR/events/enable"; rmdir "$TR"; }; for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 1; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; mountpoint -q "$M" && umount -l "$M" || true' EXIT
 stopmount() { # PID DIR: unmount (dirty data is uploaded first), at most 120 s
   kill -TERM "$1" 2>/dev/null || true
   for _ in $(seq 1 1200); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
@@ -143,6 +149,39 @@ stopmount() { # PID DIR: unmount (dirty data is uploaded first), at most 120 s
   wait "$1" 2>/dev/null || true
 }
 if [[ $SIDE == *-before ]]; then T=$WORK/tristore-before; fi
+# With PROFILE_DIR, the replay of every side runs under a kernel trace
+# (a tracefs instance of its own): the replay's pread64/pwrite64 calls
+# and every FUSE request sent and answered, so a write's time splits
+# into the kernel before its WRITE is sent (page locks held by read-ahead
+# READs, i_rwsem), the file system's answer, and after
+# (scripts/bench/cloudfs-ftrace.py reads it).
+TR=/sys/kernel/tracing/instances/cloudfs-bench-$$
+ftrace_start() {
+  [ -n "$PROFILE_DIR" ] && [ -d /sys/kernel/tracing/events/fuse ] || return 0
+  mkdir "$TR" || return 0
+  echo 65536 >"$TR/buffer_size_kb"
+  echo mono >"$TR/trace_clock"
+  echo 1 >"$TR/events/fuse/enable"
+  local e
+  for e in sys_enter_pwrite64 sys_exit_pwrite64 sys_enter_pread64 sys_exit_pread64; do
+    echo 'comm == "replay"' >"$TR/events/syscalls/$e/filter"
+    echo 1 >"$TR/events/syscalls/$e/enable"
+  done
+  # Which thread answers a request and when it got a CPU (the daemon's
+  # dispatch: waiting for a reader thread, for a CPU, then its own work).
+  echo 'comm == "tristore" || comm == "s3fs" || comm == "rclone" || comm == "replay"' >"$TR/events/sched/sched_wakeup/filter"
+  echo 'next_comm == "tristore" || next_comm == "s3fs" || next_comm == "rclone" || next_comm == "replay" || prev_comm == "replay"' >"$TR/events/sched/sched_switch/filter"
+  echo 1 >"$TR/events/sched/sched_wakeup/enable"
+  echo 1 >"$TR/events/sched/sched_switch/enable"
+  echo 1 >"$TR/tracing_on"
+}
+ftrace_stop() { # DEST
+  [ -d "$TR" ] || return 0
+  echo 0 >"$TR/tracing_on"
+  cat "$TR/trace" >"$1" || true
+  echo 0 >"$TR/events/enable" || true
+  rmdir "$TR" || true
+}
 REPLAY=("$WORK/replay" -dir "$M" -files "$FILES" -max-size "$MAX_SIZE" -requests "$REQUESTS" -max-seconds "$BUDGET")
 export RCLONE_CONFIG_T_TYPE=s3 RCLONE_CONFIG_T_PROVIDER=Other RCLONE_CONFIG_T_ENDPOINT=$EP \
   RCLONE_CONFIG_T_ACCESS_KEY_ID=$AK RCLONE_CONFIG_T_SECRET_ACCESS_KEY=$SK RCLONE_CONFIG_T_FORCE_PATH_STYLE=true
@@ -150,6 +189,8 @@ case $SIDE in
 tristore-*)
   cs=${SIDE#tristore-}; pf=0; ra=()
   case $cs in *-before) cs=${cs%-before} ;; esac
+  gmp=()
+  case $cs in *-p[0-9]*) gmp=(env "GOMAXPROCS=${cs##*-p}"); cs=${cs%-p*} ;; esac
   case $cs in *-ra0) cs=${cs%-ra0}; ra=(--s3-read-ahead 0) ;; esac
   case $cs in *-nopf) cs=${cs%-nopf}; pf=-1 ;; esac
   common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE" "${ra[@]}")
@@ -163,13 +204,13 @@ tristore-*)
     stopmount $pid "$M"
   else
     prof=()
-    [ -z "$PROFILE_DIR" ] || prof=(--s3-pprof 127.0.0.1:6061)
-    "$T" mount s3://trace/fs "$M" "${common[@]}" "${prof[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
+    [ -z "$PROFILE_DIR" ] || [ "$PROFILE_PPROF" = 0 ] || prof=(--s3-pprof 127.0.0.1:6061)
+    "${gmp[@]}" "$T" mount s3://trace/fs "$M" "${common[@]}" "${prof[@]}" --cache "$WORK/cache-$SIDE" --s3-stats-file "$WORK/stats.json" >"$WORK/mount.log" 2>&1 &
     pid=$!; PIDS+=("$pid"); waitmount "$M"
     ppid_=""
-    if [ -n "$PROFILE_DIR" ]; then
-      P=$PROFILE_DIR/$SIDE-r$ROUND
-      mkdir -p "$P"; cp "$T" "$P/tristore"
+    [ -z "$PROFILE_DIR" ] || { P=$PROFILE_DIR/$SIDE-r$ROUND; mkdir -p "$P"; }
+    if [ -n "${prof[*]}" ]; then
+      cp "$T" "$P/tristore"
       (for k in $(seq 1 60); do sleep 10; curl -s -m 5 -o "$P/goroutine-$k.txt" "http://127.0.0.1:6061/debug/pprof/goroutine?debug=1" || break; done) &
       ppid_=$!; PIDS+=("$ppid_")
       # A CPU profile of the first PROFILE_CPU_SECONDS of the replay.
@@ -177,14 +218,16 @@ tristore-*)
       cpid_=$!; PIDS+=("$cpid_")
     fi
     say "replaying $REQUESTS accesses"
+    ftrace_start
     "${REPLAY[@]}" -trace "$WORK/trace.txt" >"$WORK/replay.json" || { grep -v "lease renewal" "$WORK/mount.log" | tail -20 >&2; exit 1; }
+    [ -z "$PROFILE_DIR" ] || ftrace_stop "$P/ftrace.txt"
     if [ -n "$ppid_" ]; then
       kill "$ppid_" 2>/dev/null || true
       wait "$cpid_" 2>/dev/null || true
       curl -s -m 10 -o "$P/block.pb.gz" http://127.0.0.1:6061/debug/pprof/block || true
       curl -s -m 10 -o "$P/mutex.pb.gz" http://127.0.0.1:6061/debug/pprof/mutex || true
-      cp "$WORK/trace.txt" "$P/trace.txt"
     fi
+    [ -z "$PROFILE_DIR" ] || cp "$WORK/trace.txt" "$P/trace.txt"
     say "unmounting (uploads what is dirty)"
     stopmount $pid "$M"
     if [ -n "$PROFILE_DIR" ] && [ -e "$WORK/stats.json" ]; then cp "$WORK/stats.json" "$P/stats.json"; fi
@@ -210,7 +253,11 @@ rclone|s3fs)
     fi
     pid=$!; PIDS+=("$pid"); waitmount "$M"
     say "replaying $REQUESTS accesses"
-    "${REPLAY[@]}" >"$WORK/replay.json" || { tail -20 "$WORK/mount.log" >&2; exit 1; }
+    trace=()
+    if [ -n "$PROFILE_DIR" ]; then P=$PROFILE_DIR/$SIDE-r$ROUND; mkdir -p "$P"; trace=(-trace "$P/trace.txt"); fi
+    ftrace_start
+    "${REPLAY[@]}" "${trace[@]}" >"$WORK/replay.json" || { tail -20 "$WORK/mount.log" >&2; exit 1; }
+    [ -z "$PROFILE_DIR" ] || ftrace_stop "$P/ftrace.txt"
     say "unmounting"
     stopmount $pid "$M"
   fi
@@ -226,7 +273,7 @@ chmod +x "$WORK/client.sh"
 phase() {
   local name=$1 preset=$2 tmo=$3 s=$4 r=$5 t0=$SECONDS rc=0
   : >"$WORK/run.log"
-  PHASE=$name SIDE=$s ROUND=$r PROFILE_DIR=$PROFILE_DIR PROFILE_CPU_SECONDS=$PROFILE_CPU_SECONDS WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
+  PHASE=$name SIDE=$s ROUND=$r PROFILE_DIR=$PROFILE_DIR PROFILE_PPROF=$PROFILE_PPROF PROFILE_CPU_SECONDS=$PROFILE_CPU_SECONDS WORK=$WORK REQUESTS=$REQUESTS FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET AK=$AK SK=$SK \
     timeout -k 15 "$tmo" "$WORK/tristore" netem run --preset "$preset" \
     --server-cmd "$WORK/tristore serve --data $WORK/srv-$s-$r --s3-addr 192.0.2.2:9000 --nfs-addr off --iscsi-addr off --admin-addr off --access-key $AK --secret-key $SK" \
     --server-ready 192.0.2.2:9000 --counters-file "$WORK/counters-$name.txt" -- "$WORK/client.sh" >"$WORK/run.log" 2>&1 &
@@ -272,7 +319,7 @@ before_peer=()
 bench_machine "sudo ${BEFORE_COMMIT:+BEFORE_REV=$BEFORE_COMMIT }SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
   -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }') (use_cache)" \
   -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" "${before_peer[@]}" \
-  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, timed apart ("closing all files"); s3fs uploads what was written at that close, tristore (--s3-flush-on-close) its dirty chunks, rclone after it (untimed), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
+  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -pN: the mount with GOMAXPROCS=N; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, timed apart ("closing all files"); s3fs uploads what was written at that close, tristore (--s3-flush-on-close) its dirty chunks, rclone after it (untimed), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
 
 T0=$SECONDS
 i=0
