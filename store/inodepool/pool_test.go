@@ -94,3 +94,65 @@ func TestNoPoolUnderDefaultACL(t *testing.T) {
 		t.Fatal("a pool was made in a directory with a default ACL")
 	}
 }
+
+// TestQuietRefill: a NewQuiet pool makes no file while files are being
+// taken (the caller is busy with the one it took), only once nothing was
+// taken for its quiet time; and at once when it runs low.
+func TestQuietRefill(t *testing.T) {
+	dir := t.TempDir()
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	const quiet = 700 * time.Millisecond
+	p := inodepool.NewQuiet(dfd, 0o600, quiet)
+	if p == nil {
+		t.Fatalf("no pool in %s (no O_TMPFILE?)", dir)
+	}
+	defer p.Close()
+	if p.Ready() != inodepool.Size {
+		t.Fatalf("a new pool holds %d files, want %d", p.Ready(), inodepool.Size)
+	}
+	var held []int
+	defer func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+	}()
+	take := func() {
+		t.Helper()
+		fd := p.Take()
+		if fd < 0 {
+			t.Fatal("pool empty")
+		}
+		held = append(held, fd)
+	}
+	// Takes 100 ms apart: none refilled meanwhile (the quiet restarts at each).
+	t0 := time.Now()
+	for range 3 {
+		take()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := p.Ready(); n != inodepool.Size-3 && time.Since(t0) < quiet {
+		t.Fatalf("%d files ready 100 ms after the third take, want %d: the pool refilled while files were being taken", n, inodepool.Size-3)
+	}
+	// Quiet: refilled.
+	waitReady(t, p, inodepool.Size, 5*time.Second)
+	// Low (a quarter left): refilled at once, without the quiet time.
+	for p.Ready() > inodepool.Size/4 {
+		take()
+	}
+	waitReady(t, p, inodepool.Size/4+1, quiet/2)
+}
+
+// waitReady waits up to d for at least n files in p.
+func waitReady(t *testing.T, p *inodepool.Pool, n int, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); p.Ready() < n; {
+		if time.Now().After(end) {
+			t.Fatalf("%d files ready after %v, want %d", p.Ready(), d, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -27,6 +28,12 @@ import (
 // pool is empty (or the file system cannot make unnamed files) the file
 // is made as before.
 
+// refillQuiet: a pool makes its files once no file was taken for this
+// long (or at once when it runs low), not during the write that took
+// one: made meanwhile, in the same directory on the other core, they
+// doubled that write's time (inodepool.NewQuiet).
+const refillQuiet = 20 * time.Millisecond
+
 // newFiles is one directory's pool.
 type newFiles struct {
 	dir  string
@@ -41,7 +48,7 @@ func openNewFiles(dir string) *newFiles {
 	if err != nil {
 		return nil
 	}
-	p := inodepool.New(fd, 0o600)
+	p := inodepool.NewQuiet(fd, 0o600, refillQuiet)
 	if p == nil {
 		unix.Close(fd)
 		return nil
