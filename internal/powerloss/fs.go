@@ -43,7 +43,6 @@ package powerloss
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,6 +51,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tristore/tristore/internal/fusectl"
 )
 
 const rootIno = 1
@@ -117,7 +118,7 @@ type FS struct {
 
 	srv  *fuse.Server
 	dir  string
-	conn uint64 // fusectl connection number of the mount (connOf)
+	conn uint64 // fusectl connection number of the mount
 	// noXattr makes every xattr request fail with EOPNOTSUPP, like a file
 	// system without user xattrs (the store then keeps metadata in sidecar
 	// files).
@@ -259,7 +260,7 @@ func (f *FS) Mount(dir string) error {
 		return fmt.Errorf("powerloss: mount %s: %w", dir, err)
 	}
 	f.mu.Lock()
-	f.srv, f.dir, f.conn = srv, dir, connOf(dir)
+	f.srv, f.dir, f.conn = srv, dir, fusectl.Conn(dir)
 	f.mu.Unlock()
 	return nil
 }
@@ -301,12 +302,13 @@ var unmountWait = 10 * time.Second
 // so a test never leaves a mount behind). The state is kept.
 //
 // A process that made a new mount namespace while the file system was
-// mounted (unshare -m; `tristore serve` run by someone else was seen to)
-// holds a copy of the mount: the unmount here succeeds, but the FUSE
-// connection lives on and the server's readers never end. When the server
-// has not stopped within unmountWait the connection is aborted (the copy
-// then fails every request with ENOTCONN) and the server gets another
-// unmountWait; an error says if even that did not stop it.
+// mounted (unshare --mount: a benchmark script of scripts/bench run at the
+// same time was seen to) holds a copy of the mount: the unmount here
+// succeeds, but the FUSE connection lives on and the server's readers
+// never end. fusectl.Unmount bounds that wait (unmountWait), aborts the
+// connection (the copy then fails every request with ENOTCONN) and gives
+// the server another unmountWait; an error says if even that did not stop
+// it.
 func (f *FS) Unmount() error {
 	f.mu.Lock()
 	srv, dir, conn := f.srv, f.dir, f.conn
@@ -315,58 +317,18 @@ func (f *FS) Unmount() error {
 	if srv == nil {
 		return nil
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Unmount() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(unmountWait):
-		abortMinor(conn)
-		select {
-		case err = <-done:
-		case <-time.After(unmountWait):
-			return fmt.Errorf("powerloss: %s: the FUSE server did not stop within %v of the unmount, nor %v after aborting connection %d", dir, unmountWait, unmountWait, conn)
-		}
-	}
+	err := fusectl.Unmount(srv.Unmount, conn, unmountWait)
 	if err == nil {
 		return nil
 	}
-	abortConn(dir)
+	if errors.Is(err, fusectl.ErrStuck) {
+		return fmt.Errorf("powerloss: %s: %w", dir, err)
+	}
+	fusectl.Abort(conn)
 	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return fmt.Errorf("powerloss: unmount %s: %w", dir, err)
 	}
 	return nil
-}
-
-// abortConn aborts the FUSE connection mounted at dir (fusectl), failing
-// every pending request, so a detached mount cannot hang anyone.
-func abortConn(dir string) { abortMinor(connOf(dir)) }
-
-// connOf is the fusectl connection number (the device minor) of the FUSE
-// mount at dir, 0 if dir cannot be read.
-func connOf(dir string) uint64 {
-	var st syscall.Stat_t
-	if syscall.Stat(dir, &st) != nil {
-		return 0
-	}
-	return (st.Dev & 0xff) | ((st.Dev >> 12) & 0xfff00)
-}
-
-// abortMinor aborts FUSE connection minor (fusectl), failing every pending
-// and later request; 0 is none. Where fusectl is not mounted (a machine
-// without systemd) it is mounted for the abort and unmounted after it.
-func abortMinor(minor uint64) {
-	if minor == 0 {
-		return
-	}
-	const ctl = "/sys/fs/fuse/connections"
-	p := filepath.Join(ctl, strconv.FormatUint(minor, 10), "abort")
-	if _, err := os.Stat(p); err != nil {
-		if syscall.Mount("fusectl", ctl, "fusectl", 0, "") == nil {
-			defer syscall.Unmount(ctl, syscall.MNT_DETACH)
-		}
-	}
-	os.WriteFile(p, []byte("1"), 0o200)
 }
 
 // Stats returns the counters so far.

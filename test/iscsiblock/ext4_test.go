@@ -111,16 +111,9 @@ func (s *stack) down(t *testing.T) {
 		s.loop = nil
 	}
 	if s.srv != nil {
-		var err error
-		for i := 0; i < 300; i++ { // the loop device (or udev probing it) may hold the file a while
-			if err = s.srv.Unmount(); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Errorf("fuse unmount: %v", err)
-			testutil.Quiet("umount", "-l", s.fuse)
+		// the loop device (or udev probing it) may hold the file a while
+		if err := testutil.UnmountFUSE(s.fuse, s.srv.Unmount, 30*time.Second); err != nil {
+			t.Error(err)
 		}
 		s.srv = nil
 	}

@@ -77,6 +77,7 @@ func (tg *target) open(t *testing.T) *iscsi.Session {
 // fsStack is the array as a file (FUSE), a loop device and an ext4 mount.
 type fsStack struct {
 	srv  *blockfile.Server
+	fuse string // where srv is mounted
 	loop *testutil.Loop
 	mnt  string
 }
@@ -88,7 +89,7 @@ func mountArray(t *testing.T, dev blockdev.Device, mkfs bool) *fsStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &fsStack{srv: srv, mnt: t.TempDir()}
+	s := &fsStack{srv: srv, fuse: fuse, mnt: t.TempDir()}
 	t.Cleanup(func() { s.down(t) })
 	s.loop = testutil.AttachLoop(t, filepath.Join(fuse, "lun"))
 	if mkfs {
@@ -111,15 +112,9 @@ func (s *fsStack) down(t *testing.T) {
 		}
 	}
 	if s.srv != nil {
-		var err error
-		for i := 0; i < 100; i++ { // the loop device may hold the file a moment
-			if err = s.srv.Unmount(); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Errorf("fuse unmount: %v", err)
+		// the loop device may hold the file a moment
+		if err := testutil.UnmountFUSE(s.fuse, s.srv.Unmount, 10*time.Second); err != nil {
+			t.Error(err)
 		}
 		s.srv = nil
 	}
