@@ -238,7 +238,7 @@ func (s *Store) writeFileAtomic(name string, data []byte) error {
 	}
 	renamed = true
 	f.Close()
-	if err := syncDir(dir); err != nil {
+	if err := fsjournal.SyncDir(dir); err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
 	durable = true
@@ -263,15 +263,6 @@ func randomSuffix() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return fmt.Sprintf("%x", b[:])
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // retire writes the held inode fd as deleted (fsjournal.Retire) and
@@ -299,7 +290,7 @@ func (s *Store) dropTemp(f *os.File) {
 		os.Remove(f.Name())
 		return
 	}
-	if os.Remove(f.Name()) == nil && syncDir(s.dir) == nil {
+	if os.Remove(f.Name()) == nil && fsjournal.SyncDir(s.dir) == nil {
 		retire(fd)
 		return
 	}
@@ -322,7 +313,7 @@ func (s *Store) releaseReplaced(vfd int, keep string, renamed, durable bool) {
 			os.Remove(keep)
 		}
 	case durable && keep != "":
-		if os.Remove(keep) == nil && syncDir(s.dir) == nil {
+		if os.Remove(keep) == nil && fsjournal.SyncDir(s.dir) == nil {
 			retire(vfd)
 			return
 		}
@@ -363,7 +354,7 @@ func (s *Store) cleanStale() error {
 	if len(held) == 0 {
 		return nil
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := fsjournal.SyncDir(s.dir); err != nil {
 		for _, fd := range held {
 			unix.Close(fd)
 		}

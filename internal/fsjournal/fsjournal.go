@@ -171,3 +171,14 @@ func Retire(fd int) {
 func LinkFd(fd int, path string) error {
 	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 }
+
+// SyncDir fsyncs directory dir, making its entries (a rename, a new or
+// removed name) durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

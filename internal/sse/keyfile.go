@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/tristore/tristore/internal/fsjournal"
 )
 
 // LoadOrCreateKey returns the 32-byte server key kept in path, creating it
@@ -55,20 +57,11 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	// MkdirAll, perhaps), must survive a power cut before any object is
 	// sealed under the key.
 	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := syncDir(d); err != nil {
+		if err := fsjournal.SyncDir(d); err != nil {
 			return nil, err
 		}
 	}
 	return readKey(path)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func readKey(path string) ([]byte, error) {
