@@ -66,16 +66,8 @@ func mountTree(t testing.TB, tree *nfstree.FS) (string, func()) {
 			return
 		}
 		unmounted = true
-		var err error
-		for i := 0; i < 20; i++ {
-			if err = srv.Unmount(); err == nil {
-				break
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		if err != nil {
-			t.Logf("unmount %s: %v; detaching lazily", dir, err)
-			exec.Command("umount", "-l", dir).Run()
+		if err := testutil.UnmountFUSE(dir, srv.Unmount, 5*time.Second); err != nil {
+			t.Log(err)
 		}
 		select {
 		case <-done:

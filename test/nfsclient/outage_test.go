@@ -121,7 +121,6 @@ func testHardOutage(t *testing.T, query string) {
 	if err := os.WriteFile(f, []byte("hello over a hard mount\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := tg.Addr
 
 	// Outage 1: 3 s, then the server comes back.
 	tg.stop()
@@ -141,7 +140,7 @@ func testHardOutage(t *testing.T, query string) {
 	if err, ok := reader.wait(0); ok {
 		t.Fatalf("cat finished while the server was down (hard mount): %v %q %q", err, reader.out.String(), reader.err.String())
 	}
-	tg.serve(t, addr)
+	tg.serve(t)
 	start = time.Now()
 	err, ok := reader.wait(20 * time.Second)
 	if !ok {
@@ -186,7 +185,6 @@ func TestMountSoftOutage(t *testing.T) {
 	if err := os.WriteFile(f, []byte("soft\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := tg.Addr
 	tg.stop()
 	start := time.Now()
 	_, err := os.Open(f)
@@ -202,7 +200,7 @@ func TestMountSoftOutage(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "Input/output error") {
 		t.Fatalf("cat on a soft mount with the server down: %v %q, want an I/O error", err, out)
 	}
-	tg.serve(t, addr)
+	tg.serve(t)
 	if b, err := os.ReadFile(f); err != nil || string(b) != "soft\n" {
 		t.Fatalf("read after the server came back: %q %v", b, err)
 	}

@@ -3,16 +3,14 @@ package nfsclient
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/client/nfs"
-	nfsserver "github.com/tristore/tristore/frontend/nfs"
 	"github.com/tristore/tristore/internal/testutil"
+	"github.com/tristore/tristore/internal/testutil/nfsserver"
 )
 
 // target is an NFS server a test talks to: ours or ganesha.
@@ -27,79 +25,31 @@ type target struct {
 	ns        string // network namespace the server lives in ("" = host)
 	v4        bool   // FUSE mounts (mountFUSE) use NFSv4.1
 
-	// ours only
-	exports []nfsserver.Export
-	srv     *nfsserver.Server
-	ln      net.Listener
-	served  chan error
+	ours *nfsserver.Server // ours only
 }
 
-// startOurs runs tristore's NFS front end in-process on 127.0.0.1:0,
-// exporting a fresh data directory ("/" export).
+// startOurs runs tristore's NFS front end in-process on 127.0.0.1:0
+// (testutil/nfsserver), exporting a fresh data directory ("/" export).
 func startOurs(t testing.TB, dataDir string, exports ...string) *target {
 	t.Helper()
-	if dataDir == "" {
-		dataDir = t.TempDir()
-	}
-	tg := &target{Name: "tristore", Export: "/", Dir: dataDir, Dial: (&net.Dialer{}).DialContext, Mknod: true}
-	for _, e := range exports {
-		ex, err := nfsserver.ParseExport(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg.exports = append(tg.exports, ex)
-	}
-	tg.serve(t, "127.0.0.1:0")
-	t.Cleanup(func() { tg.stop() })
-	return tg
+	ours := nfsserver.Start(t, nfsserver.Config{Dir: dataDir, Exports: exports})
+	return &target{Name: "tristore", Addr: ours.Addr, Export: "/", Dir: ours.Dir, Dial: (&net.Dialer{}).DialContext, Mknod: true, ours: ours}
 }
 
-func (tg *target) serve(t testing.TB, addr string) {
-	t.Helper()
-	srv, err := nfsserver.New(nfsserver.Options{DataDir: tg.Dir, Exports: tg.exports, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("frontend/nfs.New: %v", err)
-	}
-	var ln net.Listener
-	// Rebinding the same port right after a close can race with the old
-	// socket's teardown: retry briefly (bounded).
-	for i := 0; i < 50; i++ {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
-	tg.srv, tg.ln, tg.served = srv, ln, make(chan error, 1)
-	tg.Addr = ln.Addr().String()
-	go func() { tg.served <- srv.Serve(context.Background(), ln) }()
-}
+// stop stops our server (an outage); serve starts it again on the same
+// address.
+func (tg *target) stop() { tg.ours.Stop() }
 
-func (tg *target) stop() {
-	if tg.srv == nil {
-		return
-	}
-	tg.srv.Close()
-	tg.ln.Close()
-	select {
-	case <-tg.served:
-	case <-time.After(30 * time.Second):
-	}
-	tg.srv = nil
-}
+func (tg *target) serve(t testing.TB) { tg.ours.Start(t) }
 
 // restart stops our server and starts a new one on the same address and
 // data directory: a server reboot (new write verifier).
 func (tg *target) restart(t testing.TB) {
 	t.Helper()
-	if tg.Name != "tristore" {
+	if tg.ours == nil {
 		t.Fatal("restart: only our own server can be restarted in-process")
 	}
-	addr := tg.Addr
-	tg.stop()
-	tg.serve(t, addr)
+	tg.ours.Restart(t)
 }
 
 func ganeshaTarget(t testing.TB) *target {

@@ -23,7 +23,7 @@ import (
 func benchClient(b *testing.B, exports ...string) (*nfsclient.Client, context.Context) {
 	b.Helper()
 	dir := b.TempDir()
-	port := startServerB(b, dir, exports...)
+	port := startServer(b, dir, exports...)
 	ctx := context.Background()
 	c, err := nfsclient.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", port), nfsclient.Options{})
 	if err != nil {

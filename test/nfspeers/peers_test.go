@@ -5,56 +5,23 @@ package nfspeers
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tristore/tristore/frontend/nfs"
 	"github.com/tristore/tristore/internal/testutil"
+	"github.com/tristore/tristore/internal/testutil/nfsserver"
 )
 
-// startServer serves dir over NFS on 127.0.0.1:0 and returns the port.
-func startServer(t *testing.T, dir string, exports ...string) int {
-	return startServerB(t, dir, exports...)
-}
-
-func startServerB(t testing.TB, dir string, exports ...string) int {
+// startServer serves dir over NFS on 127.0.0.1:0 (testutil/nfsserver)
+// and returns the port.
+func startServer(t testing.TB, dir string, exports ...string) int {
 	t.Helper()
-	var ex []nfs.Export
-	for _, s := range exports {
-		e, err := nfs.ParseExport(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ex = append(ex, e)
-	}
-	s, err := nfs.New(nfs.Options{DataDir: dir, Exports: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		s.Close()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
-		}
-	})
-	return ln.Addr().(*net.TCPAddr).Port
+	return nfsserver.Start(t, nfsserver.Config{Dir: dir, Exports: exports}).Port
 }
 
 func nfsURL(port int, export, file string) string {
