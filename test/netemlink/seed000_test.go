@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,10 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/tristore/tristore/frontend/s3"
-	"github.com/tristore/tristore/iam"
+	"github.com/tristore/tristore/internal/testutil/s3server"
 	"github.com/tristore/tristore/netem"
-	"github.com/tristore/tristore/store/posix"
 )
 
 const (
@@ -47,27 +44,6 @@ func s3Client(endpoint string, dial func(ctx context.Context, network, addr stri
 	})
 }
 
-// serveS3 runs the S3 front end over st on ln until the test ends.
-func serveS3(t *testing.T, st *posix.Backend, users *iam.Store, ln net.Listener) {
-	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := s3.New(st, s3.Options{Log: log, Auth: s3.NewSigV4Auth(users, "us-east-1"), Authz: s3.NewPolicyAuthz()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("S3 server did not stop")
-		}
-	})
-}
-
 // TestSeed000ParallelConnections is seed 000's central effect: on the
 // `realistic` link (12.5 MiB/s, 50 ms RTT, 0.1 % loss, jitter) one TCP
 // connection cannot fill the pipe (every loss halves its window and it
@@ -77,31 +53,14 @@ func serveS3(t *testing.T, st *posix.Backend, users *iam.Store, ln net.Listener)
 func TestSeed000ParallelConnections(t *testing.T) {
 	needLink(t)
 	const size = 16 << 20
-	dir := t.TempDir()
-	st, err := posix.Open(dir, posix.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	users, err := iam.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := users.EnsureRoot(rootAK, rootSK); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 
 	// Upload over loopback (not the subject of the test).
-	local, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveS3(t, st, users, local)
+	sv := s3server.Start(t, s3server.Config{AccessKey: rootAK, SecretKey: rootSK})
 	data := make([]byte, size)
 	rand.Read(data)
-	lc := s3Client("http://"+local.Addr().String(), nil)
+	lc := s3Client(sv.Endpoint, nil)
 	if _, err := lc.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("seed000")}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +82,7 @@ func TestSeed000ParallelConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveS3(t, st, users, ln)
-	endpoint := "http://" + ln.Addr().String()
+	endpoint := s3server.Start(t, s3server.Config{Store: sv.Store, Users: sv.Users, Listener: ln}).Endpoint
 
 	// download fetches the object in n ranged GETs over n fresh connections.
 	download := func(n int) (time.Duration, error) {

@@ -31,6 +31,11 @@ type Config struct {
 	Listener net.Listener
 	// Mods change the front end's options before it is built.
 	Mods []func(*s3.Options)
+	// Store and Users, when set, are served instead of a store and iam
+	// users opened in Dir (another Server's, to serve one store on a
+	// second listener); the caller keeps them open until the test ends.
+	Store *posix.Backend
+	Users *iam.Store
 }
 
 // Server is a running S3 front end.
@@ -43,25 +48,32 @@ type Server struct {
 }
 
 // Start serves c until the test ends; t.Cleanup stops the server (bounded)
-// and closes the store.
+// and closes the store if Start opened it.
 func Start(t testing.TB, c Config) *Server {
 	t.Helper()
 	if c.Dir == "" {
 		c.Dir = t.TempDir()
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := posix.Open(c.Dir, posix.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
+	st, users := c.Store, c.Users
+	closeStore := func() {}
+	if st == nil {
+		var err error
+		if st, err = posix.Open(c.Dir, posix.Options{Log: log}); err != nil {
+			t.Fatal(err)
+		}
+		closeStore = func() { st.Close() }
 	}
-	users, err := iam.Open(c.Dir)
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	if _, _, _, err := users.EnsureRoot(c.AccessKey, c.SecretKey); err != nil {
-		st.Close()
-		t.Fatal(err)
+	if users == nil {
+		var err error
+		if users, err = iam.Open(c.Dir); err != nil {
+			closeStore()
+			t.Fatal(err)
+		}
+		if _, _, _, err := users.EnsureRoot(c.AccessKey, c.SecretKey); err != nil {
+			closeStore()
+			t.Fatal(err)
+		}
 	}
 	opts := s3.Options{Log: log, AllowAnonymous: c.Anonymous,
 		Auth: s3.NewSigV4Auth(users, "us-east-1"), Authz: s3.NewPolicyAuthz()}
@@ -70,13 +82,13 @@ func Start(t testing.TB, c Config) *Server {
 	}
 	srv, err := s3.New(st, opts)
 	if err != nil {
-		st.Close()
+		closeStore()
 		t.Fatal(err)
 	}
 	ln := c.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			st.Close()
+			closeStore()
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +102,7 @@ func Start(t testing.TB, c Config) *Server {
 		case <-time.After(30 * time.Second):
 			t.Error("S3 server did not stop within 30 s")
 		}
-		st.Close()
+		closeStore()
 	})
 	addr := ln.Addr().String()
 	return &Server{Endpoint: "http://" + addr, Addr: addr, Dir: c.Dir, Users: users, Store: st}
