@@ -10,9 +10,14 @@ import (
 	"testing"
 )
 
-// The tristore binary built by TristoreBin, shared by all tests of one test
-// binary run.
-var tristoreBin struct {
+// The tristore binaries built by TristoreBin and TristoreBinTags, one per
+// build tag list, shared by all tests of one test binary run.
+var tristoreBins struct {
+	mu   sync.Mutex
+	bins map[string]*builtBin
+}
+
+type builtBin struct {
 	once sync.Once
 	path string
 	err  error
@@ -24,7 +29,24 @@ var tristoreBin struct {
 // testutil.Main, which removes the binary after the tests.
 func TristoreBin(ctx context.Context, t testing.TB) string {
 	t.Helper()
-	b := &tristoreBin
+	return TristoreBinTags(ctx, t, "")
+}
+
+// TristoreBinTags is TristoreBin built with go build -tags tags (e.g.
+// "faultsync"), once per run for each tag list.
+func TristoreBinTags(ctx context.Context, t testing.TB, tags string) string {
+	t.Helper()
+	bs := &tristoreBins
+	bs.mu.Lock()
+	if bs.bins == nil {
+		bs.bins = map[string]*builtBin{}
+	}
+	b := bs.bins[tags]
+	if b == nil {
+		b = &builtBin{}
+		bs.bins[tags] = b
+	}
+	bs.mu.Unlock()
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "tristore-test-bin-")
 		if err != nil {
@@ -32,9 +54,13 @@ func TristoreBin(ctx context.Context, t testing.TB) string {
 			return
 		}
 		b.path = filepath.Join(dir, "tristore")
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", b.path, "github.com/tristore/tristore/cmd/tristore").CombinedOutput()
+		args := []string{"build", "-o", b.path}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		out, err := exec.CommandContext(ctx, "go", append(args, "github.com/tristore/tristore/cmd/tristore")...).CombinedOutput()
 		if err != nil {
-			b.err = fmt.Errorf("go build cmd/tristore: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build -tags %q cmd/tristore: %v\n%s", tags, err, out)
 		}
 	})
 	if b.err != nil {
@@ -52,10 +78,15 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// RemoveTristoreBin removes what TristoreBin built, if anything (for a
-// TestMain that does more than Main).
+// RemoveTristoreBin removes what TristoreBin and TristoreBinTags built,
+// if anything (for a TestMain that does more than Main).
 func RemoveTristoreBin() {
-	if tristoreBin.path != "" {
-		os.RemoveAll(filepath.Dir(tristoreBin.path))
+	bs := &tristoreBins
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	for _, b := range bs.bins {
+		if b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 }

@@ -33,12 +33,7 @@ const (
 	secretKey = "powerloss-test-secret-key-01"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveTristoreBin()
-	removeFaultBin()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // long reports the soak mode (TRISTORE_LONG=1): many more power cuts.
 func long() bool { return os.Getenv("TRISTORE_LONG") == "1" }

@@ -2,13 +2,10 @@ package powerloss_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tristore/tristore/internal/testutil"
 )
 
 // The harness has teeth: tristore built with -tags faultsync skips the
@@ -16,40 +13,12 @@ import (
 // scenario must then report a lost or torn acknowledged write. Without
 // the tag the skip list is never read (the sites compile to plain syncs).
 
-var faultBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // faultsyncBin builds cmd/tristore with -tags faultsync once per run.
 func faultsyncBin(t testing.TB) string {
 	t.Helper()
-	b := &faultBin
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "tristore-faultsync-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(dir, "tristore")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-tags", "faultsync", "-o", b.path, "github.com/tristore/tristore/cmd/tristore").CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build -tags faultsync: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
-}
-
-func removeFaultBin() {
-	if faultBin.path != "" {
-		os.RemoveAll(filepath.Dir(faultBin.path))
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	return testutil.TristoreBinTags(ctx, t, "faultsync")
 }
 
 // TestS3Teeth: with the object fsync, the directory fsync after the
