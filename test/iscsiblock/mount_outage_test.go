@@ -115,7 +115,7 @@ func TestMountOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf := alignedBuf(4096)
-		tg.stop()
+		tg.Stop()
 		start := time.Now()
 		if _, err := f.ReadAt(buf, 8192); !errors.Is(err, syscall.EIO) {
 			t.Fatalf("read during the outage: %v, want EIO", err)
@@ -132,7 +132,7 @@ func TestMountOutage(t *testing.T) {
 				t.Fatalf("read %d after the budget took %v to fail", i, took)
 			}
 		}
-		tg.start()
+		tg.Start()
 		var err error
 		for start = time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
 			if _, err = f.ReadAt(buf, 8192); err == nil {
@@ -144,17 +144,17 @@ func TestMountOutage(t *testing.T) {
 		}
 		t.Logf("reads work again %v after the target is back", time.Since(start).Round(time.Millisecond))
 		f.Close()
-		tg.stop()
+		tg.Stop()
 		m.stopWithin(t, syscall.SIGTERM, 5*time.Second)
-		tg.start()
+		tg.Start()
 	})
 
 	t.Run("sigterm-with-read-waiting", func(t *testing.T) {
 		m := startMount(t, size, "--iscsi-replacement-timeout", "2m", tg.URL)
 		f := openDirect(t, m)
 		defer f.Close()
-		tg.stop()
-		defer tg.start()
+		tg.Stop()
+		defer tg.Start()
 		got := make(chan error, 1)
 		go func() {
 			_, err := f.ReadAt(alignedBuf(4096), 0)

@@ -6,113 +6,22 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tristore/tristore/blockdev"
-	"github.com/tristore/tristore/blockdev/filelun"
 	"github.com/tristore/tristore/client/iscsi"
 	iscsitgt "github.com/tristore/tristore/frontend/iscsi"
-	"github.com/tristore/tristore/store/posix"
+	"github.com/tristore/tristore/internal/testutil/iscsitarget"
 )
 
-// restartable is our target serving vols/disk1 on a fixed 127.0.0.1 port
-// that can be stopped (listener closed, every connection dropped: a
-// target outage) and started again on the same port over the same store.
-type restartable struct {
-	t      *testing.T
-	Portal string
-	IQN    string
-	URL    string
-	Path   string // the volume file
-
-	mu      sync.Mutex
-	store   *posix.Backend
-	running func() // stops the current server; nil while stopped
-}
-
-func startRestartable(t *testing.T, size int64) *restartable {
+// startRestartable serves a volume vols/disk1 of size bytes with our
+// target (testutil/iscsitarget), which Stop and Start take down and bring
+// back on the same portal.
+func startRestartable(t *testing.T, size int64) *iscsitarget.Target {
 	t.Helper()
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := posix.Open(dir, posix.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := b.CreateBucket(ctx, "vols", ""); err != nil {
-		t.Fatal(err)
-	}
-	st, err := filelun.AsStore(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := filelun.Create(ctx, st, "vols", "disk1", size); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &restartable{t: t, Portal: ln.Addr().String(), IQN: iscsitgt.TargetName("vols", "disk1"),
-		Path: filepath.Join(dir, "vols", "disk1"), store: b}
-	r.URL = "iscsi://" + r.Portal + "/" + r.IQN + "/0"
-	r.serve(ln)
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *restartable) serve(ln net.Listener) {
-	srv, err := iscsitgt.New(iscsitgt.Config{Store: r.store, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		ln.Close()
-		r.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
-	r.mu.Lock()
-	r.running = func() {
-		cancel()
-		srv.Close()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			r.t.Error("target did not stop within 20s")
-		}
-	}
-	r.mu.Unlock()
-}
-
-// stop takes the target down; safe to call when it is already down.
-func (r *restartable) stop() {
-	r.mu.Lock()
-	f := r.running
-	r.running = nil
-	r.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
-// start brings the target back on the same port.
-func (r *restartable) start() {
-	r.t.Helper()
-	var ln net.Listener
-	var err error
-	for i := 0; i < 50; i++ { // the port was ours a moment ago; retry briefly if the kernel disagrees
-		if ln, err = net.Listen("tcp", r.Portal); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		r.t.Fatalf("listen again on %s: %v", r.Portal, err)
-	}
-	r.serve(ln)
+	return iscsitarget.Start(t, "disk1", size, iscsitgt.Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
 // TestInitiatorOutageLongerThanReplacementTimeout: the target goes away
@@ -130,7 +39,7 @@ func TestInitiatorOutageLongerThanReplacementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tg.stop()
+	tg.Stop()
 	start := time.Now()
 	buf := make([]byte, len(data))
 	_, err := s.ReadAt(ctx, buf, 4096)
@@ -170,7 +79,7 @@ func TestInitiatorOutageLongerThanReplacementTimeout(t *testing.T) {
 		t.Fatal("Connected() while the target is down")
 	}
 
-	tg.start()
+	tg.Start()
 	start = time.Now()
 	var lastErr error
 	for time.Since(start) < 10*time.Second {
@@ -208,7 +117,7 @@ func TestInitiatorCloseDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	tg.stop()
+	tg.Stop()
 	got := make(chan error, 1)
 	go func() {
 		_, err := s.ReadAt(context.Background(), make([]byte, 4096), 0)
