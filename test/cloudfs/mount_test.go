@@ -65,9 +65,7 @@ func TestMountCrash(t *testing.T) {
 	dir := t.TempDir()
 	m := testutil.StartMount(t, bin, "s3://tree/home", dir, append([]string{"--cache", cache, "--cache-size", "64MiB",
 		"--s3-write-back-age", "1h", "--s3-flush-on-close=false"}, common...)...)
-	if out, err := exec.Command("cp", "-a", src, filepath.Join(dir, "json")).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
+	testutil.Run(t, 2*time.Minute, "cp", "-a", src, filepath.Join(dir, "json"))
 	if got := sums(t, filepath.Join(dir, "json")); !maps.Equal(got, want) {
 		t.Fatal("tree differs inside the first mount")
 	}

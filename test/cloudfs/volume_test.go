@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -64,7 +63,7 @@ func TestCloudVolume(t *testing.T) {
 	if !strings.Contains(out, "iqn.2026-11.io.tristore:-cloud:vol1") {
 		t.Fatalf("volume create said: %s", out)
 	}
-	if out, err := exec.Command(bin, append([]string{"volume", "create", "--data", t.TempDir(), "--backend", "s3://" + hostport + "/vols", "vol1", "96Mi"}, keys...)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "already exists") {
+	if out, err := testutil.TryRun(2*time.Minute, bin, append([]string{"volume", "create", "--data", t.TempDir(), "--backend", "s3://" + hostport + "/vols", "vol1", "96Mi"}, keys...)...); err == nil || !strings.Contains(out, "already exists") {
 		t.Fatalf("creating it twice: %v %s", err, out)
 	}
 
@@ -91,8 +90,8 @@ func TestCloudVolume(t *testing.T) {
 	testutil.Run(t, 2*time.Minute, "e2fsck", "-fn", dev.Dev)
 
 	// A second gateway is refused while this one holds the volume.
-	out2, err := exec.Command(bin, append([]string{"mount", "s3://vols/volumes/vol1", t.TempDir(), "--cache", t.TempDir()}, common...)...).CombinedOutput()
-	if err == nil || !strings.Contains(string(out2), "leased by another gateway") {
+	out2, err := testutil.TryRun(2*time.Minute, bin, append([]string{"mount", "s3://vols/volumes/vol1", t.TempDir(), "--cache", t.TempDir()}, common...)...)
+	if err == nil || !strings.Contains(out2, "leased by another gateway") {
 		t.Fatalf("second gateway: %v\n%s", err, out2)
 	}
 	if err := dev.Detach(t); err != nil {

@@ -71,7 +71,7 @@ func mountNFS(t *testing.T, bin, addr string) string {
 			<-exited
 		}
 		if testutil.IsMounted(dir) {
-			exec.Command("umount", "-l", dir).Run()
+			testutil.Quiet("umount", "-l", dir)
 		}
 	})
 	for i := 0; i < 600; i++ { // up to 60 s

@@ -188,7 +188,7 @@ func TestCLIMount(t *testing.T) {
 			go func() { exited <- cmd.Wait() }()
 			t.Cleanup(func() {
 				if testutil.IsMounted(dir) {
-					exec.Command("umount", "-l", dir).Run()
+					testutil.Quiet("umount", "-l", dir)
 				}
 				cmd.Process.Kill()
 			})

@@ -125,9 +125,7 @@ func sourceTarball(t *testing.T) (tarball, srcDir string) {
 		testutil.Missing(t, "no Go source tree at %s (the test tars it through the mount): %v", srcDir, err)
 	}
 	tarball = filepath.Join(t.TempDir(), "net.tar")
-	if out, err := exec.Command("tar", "-C", filepath.Dir(srcDir), "-cf", tarball, "net").CombinedOutput(); err != nil {
-		t.Fatalf("tar -c: %v: %s", err, out)
-	}
+	testutil.Run(t, 2*time.Minute, "tar", "-C", filepath.Dir(srcDir), "-cf", tarball, "net")
 	return tarball, srcDir
 }
 
@@ -143,9 +141,7 @@ func testUntarRemount(t *testing.T, tg *target) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if out, err := exec.Command("tar", "-C", bucket, "-xf", tarball).CombinedOutput(); err != nil {
-		t.Fatalf("tar -x through FUSE: %v: %s", err, out)
-	}
+	testutil.Run(t, 5*time.Minute, "tar", "-C", bucket, "-xf", tarball) // through FUSE
 	t.Logf("%s: untar of %d entries took %v", tg.Name, len(want), time.Since(start))
 	diffSums(t, "after untar", want, treeSums(t, filepath.Join(bucket, "net")))
 	unmount()
@@ -153,9 +149,7 @@ func testUntarRemount(t *testing.T, tg *target) {
 	mnt2, unmount2 := mountFUSE(t, tg, nfstree.Options{})
 	diffSums(t, "after remount", want, treeSums(t, filepath.Join(mnt2, "untar", "net")))
 	diffSums(t, "on the server's disk", want, treeSums(t, filepath.Join(tg.Dir, "untar", "net")))
-	if out, err := exec.Command("rm", "-rf", filepath.Join(mnt2, "untar")).CombinedOutput(); err != nil {
-		t.Fatalf("rm -rf through FUSE: %v: %s", err, out)
-	}
+	testutil.Run(t, 5*time.Minute, "rm", "-rf", filepath.Join(mnt2, "untar")) // through FUSE
 	if _, err := os.Stat(filepath.Join(tg.Dir, "untar")); !os.IsNotExist(err) {
 		t.Fatalf("tree still on the server after rm -rf: %v", err)
 	}
@@ -438,8 +432,8 @@ func testUnlinkOpen(t *testing.T, tg *target) {
 	if err != nil || len(ents) != 0 {
 		t.Fatalf("server dir after last close: %d entries (%v)", len(ents), err)
 	}
-	out, err := exec.Command("ls", "-a", d).Output()
-	if err != nil || strings.Join(strings.Fields(string(out)), " ") != ". .." {
+	out, err := testutil.TryRun(time.Minute, "ls", "-a", d)
+	if err != nil || strings.Join(strings.Fields(out), " ") != ". .." {
 		t.Fatalf("ls -a of an empty dir: %q %v", out, err)
 	}
 }

@@ -86,13 +86,9 @@ EXPORT {
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("ip", "netns", "add", g.NS).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", g.NS, err, out)
-	}
+	testutil.Run(t, 30*time.Second, "ip", "netns", "add", g.NS)
 	t.Cleanup(func() { deleteNS(t, g.NS) })
-	if out, err := exec.Command("ip", "netns", "exec", g.NS, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up in %s: %v: %s", g.NS, err, out)
-	}
+	testutil.Run(t, 30*time.Second, "ip", "netns", "exec", g.NS, "ip", "link", "set", "lo", "up")
 	rpcPid := filepath.Join(work, "rpcbind.pid")
 	script := fmt.Sprintf(`set -e
 mount -t tmpfs tmpfs /run
@@ -210,8 +206,8 @@ func nsDialer(ns string) func(ctx context.Context, network, addr string) (net.Co
 // test started can be there) and deletes it.
 func deleteNS(t testing.TB, ns string) {
 	for i := 0; i < 50; i++ {
-		out, _ := exec.Command("ip", "netns", "pids", ns).Output()
-		pids := strings.Fields(string(out))
+		out, _ := testutil.TryRun(30*time.Second, "ip", "netns", "pids", ns)
+		pids := strings.Fields(out)
 		if len(pids) == 0 {
 			break
 		}
@@ -223,8 +219,8 @@ func deleteNS(t testing.TB, ns string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-		t.Logf("ip netns del %s: %v: %s", ns, err, out)
+	if out, err := testutil.TryRun(30*time.Second, "ip", "netns", "del", ns); err != nil {
+		t.Logf("%v: %s", err, out)
 	}
 }
 

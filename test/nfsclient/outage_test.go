@@ -43,7 +43,7 @@ func startCLIMount(t *testing.T, url string) *cliMount {
 	go func() { m.exited <- m.cmd.Wait() }()
 	t.Cleanup(func() {
 		if testutil.IsMounted(m.dir) {
-			exec.Command("umount", "-l", m.dir).Run()
+			testutil.Quiet("umount", "-l", m.dir)
 		}
 		m.cmd.Process.Kill()
 		cancel()
@@ -196,8 +196,8 @@ func TestMountSoftOutage(t *testing.T) {
 		t.Fatalf("soft open failed after %v, want about 0.9 s (timeo 0.3 s + 0.6 s)", took)
 	}
 	t.Logf("soft open failed with %v after %v", err, took.Round(time.Millisecond))
-	out, err := exec.Command("cat", f).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "Input/output error") {
+	out, err := testutil.TryRun(time.Minute, "cat", f)
+	if err == nil || !strings.Contains(out, "Input/output error") {
 		t.Fatalf("cat on a soft mount with the server down: %v %q, want an I/O error", err, out)
 	}
 	tg.serve(t)

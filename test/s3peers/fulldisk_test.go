@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"io/fs"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,8 +26,8 @@ func TestFullDisk(t *testing.T) {
 	// Registered after startServer's cleanups would be too late: cleanups run
 	// last-in first-out, so register the unmount first (it then runs last).
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", mnt, err, out)
+		if out, err := testutil.TryRun(time.Minute, "umount", mnt); err != nil {
+			t.Errorf("%v %s", err, out)
 		}
 	})
 	srv := startServerAt(t, mnt)
