@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tristore/tristore/client/iscsi"
-	"github.com/tristore/tristore/internal/powerloss"
 )
 
 const (
@@ -201,20 +200,14 @@ func lunCheck(ctx context.Context, portal string, blocks []blockState, rep *repo
 func TestISCSIPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
 	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allLUNOps)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
 
 // TestISCSIPowerLossSidecar is the iSCSI scenario on a file system without
 // xattrs (the volume registry then lives in a sidecar file, not on the
 // bucket directory).
 func TestISCSIPowerLossSidecar(t *testing.T) {
-	pfs := powerloss.New()
-	pfs.DisableXattrs()
-	r := newRigOn(t, pfs, ourBin(t))
+	r := newSidecarRig(t, ourBin(t))
 	rep := lunScenario(t, r, uint64(time.Now().UnixNano()), iterations(5), allLUNOps)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }

@@ -672,9 +672,7 @@ func TestKernelExt4PowerLoss(t *testing.T) {
 				t.Errorf("vfs.DirSyncKeepsNewInodes on ext4 (journal %v) = %v", tc.journal, got)
 			}
 			rep := kernelScenario(t, d, bin)
-			for _, e := range rep.errs {
-				t.Error(e)
-			}
+			rep.errorAll(t)
 			t.Logf("fs %+v", d.pfs.Stats())
 		})
 	}
@@ -766,9 +764,7 @@ func TestKernelScenarios(t *testing.T) {
 				t.Errorf("fsjournal.JournaledPath on ext4 -O %q = %v, want %v", tc.features, got, want)
 			}
 			rep := tc.run(kernelRig(t, d, bin))
-			for _, e := range rep.errs {
-				t.Error(e)
-			}
+			rep.errorAll(t)
 		})
 	}
 }

@@ -85,9 +85,7 @@ func nfs4Scenario(t testing.TB, r *rig, rounds int) *report {
 
 func TestNFS4ClientsSurvivePowerLoss(t *testing.T) {
 	rep := nfs4Scenario(t, newRig(t, ourBin(t)), iterations(3))
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
 
 // TestNFS4Teeth: without the fsyncs of the client list the scenario

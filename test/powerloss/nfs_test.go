@@ -346,9 +346,7 @@ func nfsCheck(ctx context.Context, r *rig, addr string, files []map[string]*nfsF
 func TestNFSPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
 	rep := nfsScenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allNFSOps)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
 
 // TestNFSOldHandlesAfterPowerLoss: an NFS file handle must survive a
@@ -362,7 +360,5 @@ func TestNFSOldHandlesAfterPowerLoss(t *testing.T) {
 	ops := allNFSOps
 	ops.oldHandles = true
 	rep := nfsScenario(t, r, uint64(time.Now().UnixNano()), iterations(2), ops)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }

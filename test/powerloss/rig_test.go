@@ -79,6 +79,15 @@ func newRig(t testing.TB, bin string, env ...string) *rig {
 	return newRigOn(t, powerloss.New(), bin, env...)
 }
 
+// newSidecarRig is newRig on a file system without xattrs: the store
+// keeps object metadata and the volume registry in sidecar files.
+func newSidecarRig(t testing.TB, bin string) *rig {
+	t.Helper()
+	pfs := powerloss.New()
+	pfs.DisableXattrs()
+	return newRigOn(t, pfs, bin)
+}
+
 // newRigOn is newRig on a given (not yet mounted) file system.
 func newRigOn(t testing.TB, pfs *powerloss.FS, bin string, env ...string) *rig {
 	t.Helper()
@@ -236,6 +245,14 @@ func (r *report) violate(format string, args ...any) {
 	defer r.mu.Unlock()
 	if len(r.errs) < 50 {
 		r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+// errorAll reports every violation as an error of t.
+func (r *report) errorAll(t testing.TB) {
+	t.Helper()
+	for _, e := range r.errs {
+		t.Error(e)
 	}
 }
 

@@ -297,21 +297,15 @@ func s3Check(ctx context.Context, r *rig, c *awss3.Client, keys map[string]*keyS
 // TestS3PowerLossSidecar runs the S3 scenario on a file system without
 // xattrs, so the store keeps object metadata in sidecar files.
 func TestS3PowerLossSidecar(t *testing.T) {
-	pfs := powerloss.New()
-	pfs.DisableXattrs()
-	r := newRigOn(t, pfs, ourBin(t))
+	r := newSidecarRig(t, ourBin(t))
 	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allS3Ops)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
 
 func TestS3PowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
 	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(20), allS3Ops)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
 
 // TestS3UploadSurvivesPowerLoss: an acknowledged CreateMultipartUpload and

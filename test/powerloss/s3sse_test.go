@@ -31,7 +31,5 @@ func TestS3SSEPowerLoss(t *testing.T) {
 	ops := allS3Ops
 	ops.sse = true
 	rep := s3Scenario(t, r, uint64(time.Now().UnixNano()), iterations(6), ops)
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }

@@ -16,8 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-
-	"github.com/tristore/tristore/internal/powerloss"
 )
 
 // The versioned S3 scenario: on a bucket with versioning enabled, workers
@@ -302,17 +300,11 @@ func vGet(ctx context.Context, c *awss3.Client, key, id string) (string, string,
 func TestS3VersionsPowerLoss(t *testing.T) {
 	r := newRig(t, ourBin(t))
 	rep := s3VersionsScenario(t, r, uint64(time.Now().UnixNano()), iterations(4))
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
 
 func TestS3VersionsPowerLossSidecar(t *testing.T) {
-	pfs := powerloss.New()
-	pfs.DisableXattrs()
-	r := newRigOn(t, pfs, ourBin(t))
+	r := newSidecarRig(t, ourBin(t))
 	rep := s3VersionsScenario(t, r, uint64(time.Now().UnixNano()), iterations(4))
-	for _, e := range rep.errs {
-		t.Error(e)
-	}
+	rep.errorAll(t)
 }
