@@ -29,8 +29,8 @@
 #   FILES=20 MAX_SIZE=4194304 CACHE=16MiB                 the data set (~14 MiB) and cache
 #   LOAD_TIMEOUT=180 REPLAY_TIMEOUT=240                   bounds per phase, seconds
 #   BUDGET=0                                              replay time budget, s (0: none)
-#   side names: tristore-SIZE[-nopf][-ra0][-pN][-before] (-nopf: no prefetching, -ra0: --s3-read-ahead 0,
-#     -pN: the replay's mount runs with GOMAXPROCS=N,
+#   side names: tristore-SIZE[-nopf][-ra0][-pN][-gcN][-before] (-nopf: no prefetching, -ra0: --s3-read-ahead 0,
+#     -pN, -gcN: the replay's mount runs with GOMAXPROCS=N, GOGC=N,
 #     -before: tristore built from BEFORE_REV, for its load and its replay; the server is always HEAD's)
 #   BEFORE_REV=<commit>                                   with SIDES naming tristore-SIZE-before sides
 #   PROFILE_DIR=DIR                                       tristore replays run with --s3-pprof; goroutine dumps
@@ -189,8 +189,9 @@ case $SIDE in
 tristore-*)
   cs=${SIDE#tristore-}; pf=0; ra=()
   case $cs in *-before) cs=${cs%-before} ;; esac
-  gmp=()
-  case $cs in *-p[0-9]*) gmp=(env "GOMAXPROCS=${cs##*-p}"); cs=${cs%-p*} ;; esac
+  gmp=(env)
+  case $cs in *-gc[0-9]*) gmp+=("GOGC=${cs##*-gc}"); cs=${cs%-gc*} ;; esac
+  case $cs in *-p[0-9]*) gmp+=("GOMAXPROCS=${cs##*-p}"); cs=${cs%-p*} ;; esac
   case $cs in *-ra0) cs=${cs%-ra0}; ra=(--s3-read-ahead 0) ;; esac
   case $cs in *-nopf) cs=${cs%-nopf}; pf=-1 ;; esac
   common=(--s3-endpoint $EP --s3-chunk-size "$cs" --s3-prefetch $pf --cache-size "$CACHE" "${ra[@]}")
@@ -319,7 +320,7 @@ before_peer=()
 bench_machine "sudo ${BEFORE_COMMIT:+BEFORE_REV=$BEFORE_COMMIT }SIDES='${SIDES[*]}' FILES=$FILES MAX_SIZE=$MAX_SIZE CACHE=$CACHE BUDGET=$BUDGET scripts/bench/cloudfs.sh $ROUNDS $REQUESTS" -ours "$OURS" \
   -peer "s3fs=$(s3fs --version 2>&1 | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^V[0-9]/) { print $i; exit } }') (use_cache)" \
   -peer "rclone=$(rclone version 2>&1 | awk 'NR == 1 { print $2 }') (mount --vfs-cache-mode full)" "${before_peer[@]}" \
-  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -pN: the mount with GOMAXPROCS=N; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, timed apart ("closing all files"); s3fs uploads what was written at that close, tristore (--s3-flush-on-close) its dirty chunks, rclone after it (untimed), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
+  -note "Link: netem preset realistic for the replay (the files are loaded first over a lan link, not measured). Server: tristore serve in the server namespace. Trace: $FILES files (log-uniform 16 KiB..$MAX_SIZE B), $REQUESTS accesses of 64 KiB (25 % writes, 70 % sequential runs, Zipf 1.2 popularity), seed 1; cache $CACHE, empty at the start of the replay. tristore-SIZE: chunk size SIZE with the adaptive prefetch window; -nopf: prefetching off; -ra0: kernel read-ahead off; -pN, -gcN: the mount with GOMAXPROCS=N, GOGC=N; -before: built from BEFORE_REV. Latency: each pread/pwrite call alone, as the application sees it (kernel page cache included), the same for every side: the replay opens every file before the first access and closes them after the last, timed apart ("closing all files"); s3fs uploads what was written at that close, tristore (--s3-flush-on-close) its dirty chunks, rclone after it (untimed), tristore uploads dirty chunks in the background during the replay (write-back of chunks older than 30 s, or early once dirty data passes half the cache), sharing the link with the reads.$budget_note"
 
 T0=$SECONDS
 i=0
