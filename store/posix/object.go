@@ -94,15 +94,36 @@ func (b *Backend) mayBeServed(p string) bool {
 	return ok && !strings.Contains(name, string(filepath.Separator)) && inuse.VolumeName(name)
 }
 
-// Bodies are written through the page cache, then fsynced. Bodies of 1 MiB
-// or more were written with O_DIRECT from 773dd42 on (and read back into
-// the page cache with POSIX_FADV_WILLNEED from 168fed2, for the GETs after
-// them); once the MD5 of such bodies moved to SIMD lanes (bodyhash.go) the
-// direct write plus read-back cost more than the copy: in alternating A/Bs
-// of the server alone (docs/bench/profiles/s3-put-s10.txt) buffered writes
-// gave more PUTs/s at 16 in parallel in 7 of 8 pairs, less server CPU per
-// PUT in 4 of 5, faster GETs afterwards in 3 of 3, and more PUTs/s at one
-// stream in 2 of 2. So the direct path was removed.
+// directMin: a body of known size at least this large is written with
+// O_DIRECT, whole chunks (copyBufSize) straight from the buffer to the disk
+// and the unaligned tail through the page cache. A buffered write copies
+// each byte into newly allocated page-cache pages, which was half of the
+// server's CPU time for 4 MiB PUTs at 16 in parallel
+// (docs/bench/profiles/s3-put-gc-before.*); the fsync before the rename
+// then has only the tail and the metadata left. A file system without
+// O_DIRECT (tmpfs, some FUSE) keeps the buffered path.
+const (
+	directMin   = 1 << 20
+	directAlign = 4096
+)
+
+// setDirect turns O_DIRECT on or off for fd; it reports success.
+func setDirect(fd int, on bool) bool {
+	if fd < 0 {
+		return false
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return false
+	}
+	if on {
+		fl |= unix.O_DIRECT
+	} else {
+		fl &^= unix.O_DIRECT
+	}
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl)
+	return err == nil
+}
 
 // fill copies the body into f, hashing it. size < 0 reads to EOF.
 //
@@ -112,10 +133,24 @@ func (b *Backend) mayBeServed(p string) bool {
 // last byte. So every error is kept, and once size bytes are in, one more
 // Read must report EOF (or more data, which is left unread) rather than an
 // error; only then is the body accepted.
-func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash) (int64, error) {
+func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash) (_ int64, ferr error) {
 	buf := getBuf()
 	defer putBuf(buf)
 	var n int64
+	fd := -1
+	if size >= directMin {
+		fd = int(f.Fd())
+	}
+	direct := setDirect(fd, true)
+	var directEnd int64 // the body's bytes before this offset went to the disk directly
+	defer func() {
+		if direct {
+			setDirect(fd, false)
+		}
+		if directEnd > 0 && ferr == nil {
+			readBack(fd, directEnd)
+		}
+	}()
 	for size < 0 || n < size {
 		if err := ctx.Err(); err != nil {
 			return n, err
@@ -130,7 +165,24 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 		}
 		if m > 0 {
 			h.Write(chunk[:m])
-			if _, err := f.Write(chunk[:m]); err != nil {
+			if direct && m%directAlign != 0 {
+				// The tail: buffered (the offset stays aligned, since
+				// every earlier chunk was whole).
+				direct = !setDirect(fd, false)
+			}
+			k, err := f.Write(chunk[:m])
+			if err != nil && direct && errors.Is(err, syscall.EINVAL) {
+				// The file system refused this direct write (alignment):
+				// the rest goes through the page cache.
+				direct = !setDirect(fd, false)
+				var k2 int
+				k2, err = f.Write(chunk[k:m])
+				k += k2
+			}
+			if direct && err == nil {
+				directEnd = n + int64(m)
+			}
+			if err != nil {
 				return n, fsErr(err)
 			}
 			n += int64(m)
@@ -154,6 +206,19 @@ func fill(ctx context.Context, f *os.File, r io.Reader, size int64, h hash.Hash)
 		}
 	}
 	return n, nil
+}
+
+// readBack asks the kernel to read [0, end) of fd, written with O_DIRECT,
+// into the page cache in the background (POSIX_FADV_WILLNEED submits the
+// reads and returns). A direct write leaves none of the body in the page
+// cache, so without it the first GETs of a new object wait for the disk:
+// 4 MiB GETs right after their PUTs at 16 in parallel fell from 1.49x to
+// 0.79x versitygw with O_DIRECT (BENCHMARKS.md). Reading back costs a disk
+// read but no CPU copy, the copy that O_DIRECT took out of the PUT; the
+// object's page cache then holds what a buffered write would have left.
+// Advisory: an error changes nothing.
+func readBack(fd int, end int64) {
+	unix.Fadvise(fd, 0, end, unix.FADV_WILLNEED)
 }
 
 // readChunk fills p from r like io.ReadFull but returns any error that
