@@ -747,7 +747,6 @@ func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool, around 
 	if err != nil {
 		return b.missing(err, bucket, key)
 	}
-	b.removeSidecar(p)
 	if hookAfterUnlink != nil {
 		hookAfterUnlink(p)
 	}
@@ -759,6 +758,13 @@ func (b *Backend) unlinkObject(bucket, key, p string, cleanParents bool, around 
 			held.Retire() // written as deleted before it is let go
 		}
 	}
+	// The sidecar goes only once the unlink is durable: removing it can
+	// make its emptied directory's removal durable (removeEmptyParents
+	// fsyncs the first directory it keeps on a file system without a
+	// journal), and a power cut between that and the directory fsync
+	// above left the object without its metadata. A sidecar left behind
+	// by a cut after the unlink names an inode no file has any more.
+	b.removeSidecar(p)
 	if cleanParents {
 		b.removeEmptyParents(b.bucketPath(bucket), filepath.Clean(dir))
 	}
