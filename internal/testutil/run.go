@@ -35,8 +35,19 @@ const execWaitDelay = 10 * time.Second
 func Exec(ctx context.Context, timeout time.Duration, dir string, env []string, name string, args ...string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, name, args...)
-	cmd.Dir = dir
+	var cmd *exec.Cmd
+	if dir == "" {
+		cmd = exec.CommandContext(cctx, name, args...)
+	} else {
+		// The shell enters dir after the exec, not the forked child
+		// before it: Go's forkExec holds a P in the parent until the
+		// child has exec'd, so a child whose chdir waits on a FUSE mount
+		// served by this very process deadlocks as soon as a garbage
+		// collection needs every P (seen: TestEditorFsync hung the CI
+		// run for 18 minutes in chdir, Start never returned, so no time
+		// bound could fire).
+		cmd = exec.CommandContext(cctx, "/bin/sh", append([]string{"-c", `cd -- "$0" && exec "$@"`, dir, name}, args...)...)
+	}
 	if env != nil {
 		cmd.Env = env
 	}
