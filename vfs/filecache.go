@@ -314,15 +314,26 @@ func (fc *fileCache) drop(f *openFile) {
 // dropIno removes every entry of inode ino (a file Remove or Rename is
 // taking away), so the cache does not keep it open.
 func (fc *fileCache) dropIno(ino uint64) {
-	var out []*openFile
 	fc.mu.Lock()
+	out := fc.takeLocked(func(e *openFile) bool { return e.st.Ino == ino })
+	fc.mu.Unlock()
+	releaseAll(out)
+}
+
+// takeLocked removes the entries match selects and returns them, to be
+// released (releaseAll) once fc.mu is let go; fc.mu is held.
+func (fc *fileCache) takeLocked(match func(*openFile) bool) []*openFile {
+	var out []*openFile
 	for k, e := range fc.files {
-		if e.st.Ino == ino {
+		if match(e) {
 			delete(fc.files, k)
 			out = append(out, e)
 		}
 	}
-	fc.mu.Unlock()
+	return out
+}
+
+func releaseAll(out []*openFile) {
 	for _, e := range out {
 		e.release()
 	}
@@ -340,23 +351,15 @@ func (fc *fileCache) empty() bool {
 func (fc *fileCache) sweep() {
 	for {
 		time.Sleep(fileCacheIdle / 2)
-		var out []*openFile
 		fc.mu.Lock()
 		now := time.Now()
-		for k, e := range fc.files {
-			if now.Sub(e.used) >= fileCacheIdle {
-				delete(fc.files, k)
-				out = append(out, e)
-			}
-		}
+		out := fc.takeLocked(func(e *openFile) bool { return now.Sub(e.used) >= fileCacheIdle })
 		done := len(fc.files) == 0
 		if done {
 			fc.sweeping = false
 		}
 		fc.mu.Unlock()
-		for _, e := range out {
-			e.release()
-		}
+		releaseAll(out)
 		if done {
 			return
 		}
@@ -367,15 +370,9 @@ func (fc *fileCache) sweep() {
 func (fc *fileCache) close() {
 	fc.mu.Lock()
 	fc.closed = true
-	out := make([]*openFile, 0, len(fc.files))
-	for k, e := range fc.files {
-		delete(fc.files, k)
-		out = append(out, e)
-	}
+	out := fc.takeLocked(func(*openFile) bool { return true })
 	fc.mu.Unlock()
-	for _, e := range out {
-		e.release()
-	}
+	releaseAll(out)
 }
 
 // cachedFiles is the number of open files cached (tests).
